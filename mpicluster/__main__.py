@@ -1,0 +1,3 @@
+from mpicluster.cli import main
+
+main()

@@ -1,0 +1,196 @@
+"""The mpicluster command line: parse, call the core once, render, exit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mpicluster import __version__, exitcodes
+from mpicluster.errors import MpiclusterError
+from mpicluster.inventory import InventoryError, load_inventory
+from mpicluster.render import Display, mark
+
+app = typer.Typer(
+    name="mpicluster",
+    help="Turn SSH-reachable Linux machines into a verified MPI/GPU cluster.\n\n"
+    "Start with `mpicluster local up` for a cluster on this machine, then "
+    "`mpicluster up inventories/local.yaml`.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+local_app = typer.Typer(
+    help="A local cluster to try mpicluster on: Podman containers (or VMs) driven by Vagrant.",
+    no_args_is_help=True,
+)
+app.add_typer(local_app, name="local")
+
+InventoryArg = Annotated[
+    Path, typer.Argument(help="Inventory YAML file describing the cluster.", show_default=False)
+]
+
+
+@contextmanager
+def guarded(display: Display) -> Iterator[None]:
+    """Turn core errors into one line on stderr and the matching exit code."""
+    try:
+        yield
+    except InventoryError as exc:
+        display.problems(exc.lines())
+        raise typer.Exit(exc.exit_code) from None
+    except MpiclusterError as exc:
+        display.error(exc.message, exc.hint)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        display.error("interrupted")
+        raise typer.Exit(exitcodes.INTERRUPTED) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mpicluster {__version__}")
+        raise typer.Exit(exitcodes.OK)
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Turn SSH-reachable Linux machines into a verified MPI/GPU cluster."""
+
+
+@app.command()
+def validate(inventory: InventoryArg) -> None:
+    """Check an inventory file and list every problem in it (exit 2 if any)."""
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        display.success(
+            f"{inventory}: cluster {inv.cluster}, {len(inv.nodes)} node(s), {inv.total_gpus} GPU(s)"
+        )
+
+
+@app.command()
+def up(inventory: InventoryArg) -> None:
+    """Provision the cluster: build the MPI stack, SSH trust, environment, hostfiles, smoke test."""
+    _not_yet("up", inventory)
+
+
+@app.command()
+def doctor(inventory: InventoryArg) -> None:
+    """Check a cluster for what breaks MPI and say how to fix each problem."""
+    _not_yet("doctor", inventory)
+
+
+@app.command()
+def hostfile(inventory: InventoryArg) -> None:
+    """Print a hostfile for Open MPI, MPICH or Horovod."""
+    _not_yet("hostfile", inventory)
+
+
+def _not_yet(command: str, inventory: Path) -> None:
+    display = Display()
+    with guarded(display):
+        load_inventory(inventory)
+        raise MpiclusterError(f"`mpicluster {command}` is not implemented yet")
+
+
+@local_app.command("up")
+def local_up(
+    nodes: Annotated[int, typer.Option(help="Number of nodes.", min=1)] = 3,
+    name: Annotated[str, typer.Option(help="Cluster name (several may coexist).")] = "local",
+    subnet: Annotated[str, typer.Option(help="Private subnet; nodeK gets .(10+K).")] = (
+        "192.168.61.0/24"
+    ),
+    provider: Annotated[
+        str, typer.Option(help="Vagrant provider: docker (Podman), libvirt or virtualbox.")
+    ] = "docker",
+    inventory: Annotated[
+        Path | None,
+        typer.Option(help="Where to write the inventory [default: inventories/NAME.yaml]."),
+    ] = None,
+) -> None:
+    """Start (or update) the local cluster and write its inventory."""
+    from mpicluster.local import cluster
+    from mpicluster.local.spec import LocalSpec
+
+    display = Display()
+    with guarded(display):
+        spec = LocalSpec(name=name, nodes=nodes, subnet=subnet, provider=provider)
+        target = inventory or Path("inventories") / f"{name}.yaml"
+        result = cluster.up(spec, target, display.progress)
+        _show_local(display, result)
+        if not result.healthy:
+            raise MpiclusterError(
+                "some nodes are not reachable over SSH", hint="see the table above"
+            )
+        display.success(
+            f"{len(result.nodes)} node(s) up in {result.seconds:.0f} s; inventory: {target}"
+        )
+
+
+@local_app.command("down")
+def local_down(
+    name: Annotated[str, typer.Option(help="Cluster name.")] = "local",
+    purge_image: Annotated[
+        bool, typer.Option("--purge-image", help="Also remove the node image.")
+    ] = False,
+) -> None:
+    """Destroy the local cluster: nodes, network and Vagrant state."""
+    from mpicluster.local import cluster
+
+    display = Display()
+    with guarded(display):
+        removed = cluster.down(name, purge_image, display.progress)
+        display.success(f"local cluster {name!r} removed ({', '.join(removed)})")
+
+
+@local_app.command("status")
+def local_status(
+    name: Annotated[str, typer.Option(help="Cluster name.")] = "local",
+) -> None:
+    """Show each node of the local cluster and whether SSH reaches it."""
+    from mpicluster.local import cluster
+
+    display = Display()
+    with guarded(display):
+        result = cluster.status(name)
+        _show_local(display, result)
+        if not result.healthy:
+            raise typer.Exit(exitcodes.HOSTS_UNREACHABLE)
+
+
+def _show_local(display: Display, result) -> None:
+    rows = [
+        [
+            n.name,
+            n.address,
+            n.state,
+            mark(n.reachable, "reachable", "unreachable"),
+            n.hostname or "",
+            n.detail,
+        ]
+        for n in result.nodes
+    ]
+    display.table(
+        f"local cluster {result.spec.name} ({result.spec.provider}, {result.spec.subnet})",
+        ["node", "address", "state", "ssh", "hostname", "detail"],
+        rows,
+    )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Errors the core raises; the CLI turns each into one line and an exit code."""
+
+from __future__ import annotations
+
+from mpicluster import exitcodes
+
+
+class MpiclusterError(Exception):
+    """An error with a message meant for the user and the exit code it maps to."""
+
+    exit_code = exitcodes.FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(MpiclusterError):
+    """Bad input from the user; nothing was changed."""
+
+    exit_code = exitcodes.USAGE
+
+
+class ToolMissingError(MpiclusterError):
+    """A program mpicluster needs on this machine is absent and could not be installed."""
+
+
+class CommandError(MpiclusterError):
+    """An external command (podman, vagrant, debootstrap...) failed."""
+
+    def __init__(self, argv: list[str], returncode: int, output: str, *, hint: str | None = None):
+        tail = summarize(output)
+        super().__init__(
+            f"`{argv[0]} {' '.join(argv[1:3])}` failed ({returncode}): {tail}", hint=hint
+        )
+        self.argv = argv
+        self.returncode = returncode
+        self.output = output
+
+
+def summarize(output: str) -> str:
+    """The most telling line of a failed command's output: its last error line, else its
+    last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in reversed(lines[-40:]):
+        lowered = line.lower()
+        if lowered.startswith(("error", "e: ", "fatal", "stderr: error")) or " error:" in lowered:
+            return line
+    return lines[-1] if lines else "no output"

@@ -1,0 +1,470 @@
+"""The inventory: one YAML file that describes a cluster, validated in one place.
+
+`load_inventory(path)` returns an `Inventory` or raises `InventoryError`, which
+carries one `Problem` per thing wrong, each with the field's location and line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import stat
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from mpicluster import names
+from mpicluster.errors import UsageError
+from mpicluster.yamlsource import Problem, YamlDocument, YamlSyntaxError, format_loc, load_text
+
+
+def _check(problem_of):
+    def validate(value: str) -> str:
+        problem = problem_of(value)
+        if problem:
+            raise PydanticCustomError("mpicluster", problem)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise PydanticCustomError("mpicluster", "must be an absolute path")
+    bad = names.SHELL_METACHARACTERS & set(value)
+    if bad:
+        raise PydanticCustomError(
+            "mpicluster", f"contains {sorted(bad)[0]!r}, a shell metacharacter"
+        )
+    return value.rstrip("/") or "/"
+
+
+def _version(value: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+){0,3}(\.x)?(-[0-9A-Za-z.]+)?|[0-9]+\.x", value):
+        raise PydanticCustomError("mpicluster", "not a version (examples: 5.0.8, 5.0.x, 2.29.7-1)")
+    return value
+
+
+def _sha256(value: str) -> str:
+    value = value.lower()
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise PydanticCustomError("mpicluster", "not a sha256 (64 hexadecimal characters)")
+    return value
+
+
+def _url(value: str) -> str:
+    if value.startswith(("https://", "http://", "file://", "/")) and " " not in value:
+        return value
+    raise PydanticCustomError(
+        "mpicluster", "not a URL (http://, https://, file:// or an absolute path)"
+    )
+
+
+Hostname = Annotated[str, _check(names.hostname_problem)]
+Address = Annotated[str, _check(names.address_problem)]
+ClusterName = Annotated[str, _check(names.cluster_name_problem)]
+UserName = Annotated[str, _check(names.user_problem)]
+InterfaceName = Annotated[str, _check(names.interface_problem)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+Version = Annotated[str, AfterValidator(_version)]
+Sha256 = Annotated[str, AfterValidator(_sha256)]
+Url = Annotated[str, AfterValidator(_url)]
+UserPath = Annotated[str, Field(min_length=1)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SshSettings(_Model):
+    """How the control machine reaches the nodes."""
+
+    user: UserName | None = None
+    port: Port = 22
+    identity: UserPath | None = None
+    known_hosts: UserPath | None = None
+    accept_new_host_keys: bool = False
+    become: bool = True
+    connect_timeout: Annotated[int, Field(ge=1, le=300)] = 10
+
+
+class NodeSsh(_Model):
+    """Per-node overrides of the cluster-wide `ssh` settings."""
+
+    user: UserName | None = None
+    port: Port | None = None
+    identity: UserPath | None = None
+
+
+class Node(_Model):
+    name: Hostname
+    address: Address | None = None
+    gpus: Annotated[int, Field(ge=0, le=64)] = 0
+    slots: Annotated[int, Field(ge=1, le=4096)] | None = None
+    ssh: NodeSsh = NodeSsh()
+
+    @property
+    def host(self) -> str:
+        """Where to connect: the address, or the name when no address is given."""
+        return self.address or self.name
+
+
+class Network(_Model):
+    """The network MPI traffic should use: an interface name or a CIDR (not both)."""
+
+    interface: InterfaceName | None = None
+    cidr: str | None = None
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            net = ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise PydanticCustomError(
+                "mpicluster", "not a network in CIDR notation (e.g. 10.0.0.0/24)"
+            ) from None
+        if str(net) != value and "/" in value:
+            raise PydanticCustomError("mpicluster", f"has host bits set; did you mean {net}?")
+        if "/" not in value:
+            raise PydanticCustomError("mpicluster", f"needs a prefix length (e.g. {value}/24)")
+        return value
+
+    @property
+    def selector(self) -> str | None:
+        """What Open MPI's *_if_include parameters take."""
+        return self.interface or self.cidr
+
+
+class Source(_Model):
+    """Where a component's source comes from; unset fields come from the lockfile."""
+
+    version: Version | None = None
+    url: Url | None = None
+    sha256: Sha256 | None = None
+
+
+class OpenMPI(Source):
+    #: Build CUDA-aware: true, false, or "auto" (when the node has CUDA).
+    cuda: bool | Literal["auto"] = "auto"
+    fortran: bool = False
+    configure_args: list[Annotated[str, Field(min_length=1)]] = []
+
+    @field_validator("cuda", mode="before")
+    @classmethod
+    def _cuda(cls, value: object) -> object:
+        if value not in (True, False, "auto") or (
+            isinstance(value, int) and not isinstance(value, bool)
+        ):
+            raise PydanticCustomError("mpicluster", "must be true, false or auto")
+        return value
+
+
+class NCCL(Source):
+    #: GPU architectures to build for, as compute capabilities ("9.0"); empty: those present.
+    cuda_archs: list[Annotated[str, Field(pattern=r"^[0-9]{1,2}\.[0-9]a?$")]] = []
+
+
+class Mpi4py(Source):
+    pass
+
+
+class Horovod(Source):
+    enabled: bool = True
+    frameworks: list[Literal["pytorch"]] = ["pytorch"]
+
+
+class PyTorch(_Model):
+    version: Version | None = None
+
+
+class Stack(_Model):
+    install: Literal["source", "packages"] = "source"
+    prefix: AbsolutePath = "/opt/mpicluster"
+    cuda_home: AbsolutePath = "/usr/local/cuda"
+    openmpi: OpenMPI = OpenMPI()
+    nccl: NCCL = NCCL()
+    mpi4py: Mpi4py = Mpi4py()
+    horovod: Horovod = Horovod()
+    pytorch: PyTorch = PyTorch()
+
+
+class Sources(_Model):
+    cache: UserPath = "~/.cache/mpicluster/sources"
+    #: A base URL (e.g. an internal HTTP server or file:///srv/mirror) tried before upstream.
+    mirror: Url | None = None
+
+
+class Inventory(_Model):
+    cluster: ClusterName
+    ssh: SshSettings = SshSettings()
+    network: Network = Network()
+    nodes: Annotated[list[Node], Field(min_length=1)]
+    stack: Stack = Stack()
+    sources: Sources = Sources()
+
+    #: The file this inventory was read from (set by load_inventory).
+    path: Path | None = Field(default=None, exclude=True)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(node.gpus for node in self.nodes)
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.total_gpus > 0
+
+    def node_ssh(self, node: Node) -> ResolvedSsh:
+        """The SSH settings for one node: its overrides on top of the cluster's."""
+        return ResolvedSsh(
+            host=node.host,
+            user=node.ssh.user or self.ssh.user or _login_name(),
+            port=node.ssh.port or self.ssh.port,
+            identity=self.resolve_path(node.ssh.identity or self.ssh.identity),
+            known_hosts=self.known_hosts_path(),
+            accept_new_host_keys=self.ssh.accept_new_host_keys,
+            connect_timeout=self.ssh.connect_timeout,
+        )
+
+    def known_hosts_path(self) -> Path:
+        return self.resolve_path(self.ssh.known_hosts) or Path("~/.ssh/known_hosts").expanduser()
+
+    def resolve_path(self, value: str | None) -> Path | None:
+        """A path from the inventory: ~ expanded, relative to the inventory's folder."""
+        if value is None:
+            return None
+        path = Path(value).expanduser()
+        if not path.is_absolute() and self.path is not None:
+            path = self.path.parent / path
+        return path
+
+
+class ResolvedSsh(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    host: str
+    user: str
+    port: int
+    identity: Path | None
+    known_hosts: Path
+    accept_new_host_keys: bool
+    connect_timeout: int
+
+
+def _login_name() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
+class InventoryError(UsageError):
+    """The inventory is invalid; `problems` holds one entry per thing wrong."""
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = problems
+        super().__init__(self.lines()[0] if problems else f"{source}: invalid inventory")
+
+    def lines(self) -> list[str]:
+        return [problem.render(self.source) for problem in self.problems]
+
+
+def load_inventory(path: str | os.PathLike[str]) -> Inventory:
+    """Read and validate an inventory file."""
+    path = Path(path)
+    source = str(path)
+    if not path.exists():
+        raise InventoryError(source, [Problem((), "no such file")])
+    if path.is_dir():
+        raise InventoryError(source, [Problem((), "is a folder, not an inventory file")])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise InventoryError(source, [Problem((), f"cannot read: {reason}")]) from None
+    return parse_inventory(text, source=source, path=path.resolve())
+
+
+def parse_inventory(
+    text: str, *, source: str = "<inventory>", path: Path | None = None
+) -> Inventory:
+    try:
+        doc = load_text(text)
+    except YamlSyntaxError as exc:
+        raise InventoryError(source, [Problem((), exc.message, exc.line)]) from None
+    if doc.data is None:
+        raise InventoryError(source, [Problem((), "the inventory is empty")])
+    if not isinstance(doc.data, dict):
+        raise InventoryError(
+            source, [Problem((), "the top level must be a mapping (cluster:, nodes:, ...)", 1)]
+        )
+    problems = list(doc.problems)
+    inventory = None
+    try:
+        inventory = Inventory.model_validate({**doc.data, "path": path})
+    except ValidationError as exc:
+        problems.extend(_problems_from(exc, doc))
+    if inventory is not None:
+        problems.extend(_cross_checks(inventory, doc))
+    if problems:
+        problems.sort(key=lambda p: (p.line or 0, format_loc(p.loc)))
+        raise InventoryError(source, problems)
+    return inventory
+
+
+_MESSAGES = {
+    "missing": "required",
+    "int_type": "must be an integer",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+}
+
+
+def _problems_from(exc: ValidationError, doc: YamlDocument) -> list[Problem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            parent = _model_at(loc[:-1])
+            allowed = ", ".join(parent.model_fields) if parent else ""
+            allowed = allowed.replace(", path", "")
+            message = f"unknown key (expected one of: {allowed})" if allowed else "unknown key"
+        elif kind == "too_short" and loc and loc[-1] == "nodes":
+            message = "at least one node is required"
+        elif kind in ("greater_than_equal", "less_than_equal"):
+            limit = error.get("ctx", {})
+            message = f"must be >= {limit['ge']}" if "ge" in limit else f"must be <= {limit['le']}"
+            if isinstance(error.get("input"), int):
+                message += f" (got {error['input']})"
+        elif kind == "literal_error":
+            message = f"must be one of {error['ctx']['expected']}"
+        elif kind == "string_pattern_mismatch":
+            message = "not a compute capability like 9.0"
+        elif _MESSAGES.get(kind):
+            message = _MESSAGES[kind]
+            if kind == "int_type" and isinstance(error.get("input"), bool):
+                message += " (got a boolean)"
+        else:
+            message = error["msg"]
+        # strict mode reports a value of the wrong type once per union member; keep one
+        loc = tuple(
+            part
+            for part in loc
+            if not (
+                (isinstance(part, str) and "[" in part)
+                or part in ("literal['auto']", "bool", "str", "int", "none")
+            )
+        )
+        problem = Problem(loc, message, doc.line_of(loc))
+        if problem not in problems:
+            problems.append(problem)
+    return problems
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = Inventory
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        annotation = field.annotation
+        model = _model_in(annotation)
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found:
+            return found
+    return None
+
+
+def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
+    """Checks that span fields: duplicates, files that must exist, addresses in the CIDR."""
+    problems: list[Problem] = []
+
+    def add(loc: tuple, message: str) -> None:
+        problems.append(Problem(loc, message, doc.line_of(loc)))
+
+    if inv.network.interface and inv.network.cidr:
+        add(("network",), "give interface or cidr, not both")
+
+    seen_names: dict[str, int] = {}
+    seen_hosts: dict[str, int] = {}
+    for i, node in enumerate(inv.nodes):
+        key = node.name.lower()
+        if key in seen_names:
+            add(
+                ("nodes", i, "name"),
+                f"duplicate name {node.name!r} (also nodes[{seen_names[key]}])",
+            )
+        else:
+            seen_names[key] = i
+        host = node.host.lower()
+        field = "address" if node.address else "name"
+        if host in seen_hosts and field == "address":
+            add(
+                ("nodes", i, field),
+                f"duplicate address {node.host!r} (also nodes[{seen_hosts[host]}])",
+            )
+        seen_hosts.setdefault(host, i)
+        if inv.network.cidr and node.address and names.is_ip(node.address):
+            net = ipaddress.ip_network(inv.network.cidr)
+            if ipaddress.ip_address(node.address) not in net:
+                add(("nodes", i, "address"), f"{node.address} is outside network.cidr {net}")
+        if node.ssh.identity:
+            _check_key_file(inv, node.ssh.identity, ("nodes", i, "ssh", "identity"), add)
+
+    if inv.ssh.identity:
+        _check_key_file(inv, inv.ssh.identity, ("ssh", "identity"), add)
+    if inv.ssh.known_hosts:
+        path = inv.resolve_path(inv.ssh.known_hosts)
+        if not path.is_file():
+            add(("ssh", "known_hosts"), f"no such file: {path}")
+    for component in ("openmpi", "nccl", "mpi4py", "horovod"):
+        spec = getattr(inv.stack, component)
+        loc = ("stack", component)
+        if spec.sha256 and not spec.url:
+            add((*loc, "sha256"), "given without url (the lockfile's checksum belongs to its URL)")
+        if spec.url and not spec.sha256:
+            add((*loc, "url"), "needs a sha256 beside it (downloads are always verified)")
+        if spec.url and spec.url.startswith(("/", "file://")):
+            local = Path(spec.url.removeprefix("file://"))
+            if not local.is_file():
+                add((*loc, "url"), f"no such file: {local}")
+    return problems
+
+
+def _check_key_file(inv: Inventory, value: str, loc: tuple, add) -> None:
+    path = inv.resolve_path(value)
+    if not path.is_file():
+        add(loc, f"no such file: {path}")
+        return
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        add(
+            loc, f"permissions {mode:04o} are too open, ssh will refuse this key (chmod 600 {path})"
+        )

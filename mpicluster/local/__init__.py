@@ -1,0 +1,1 @@
+"""The local cluster: Vagrant machines (Podman containers by default) to try mpicluster on."""

@@ -1,0 +1,221 @@
+"""Bring the local cluster up, take it down, and say how it is."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mpicluster import transport
+from mpicluster.errors import MpiclusterError, UsageError
+from mpicluster.fileutil import write_atomic
+from mpicluster.inventory import load_inventory
+from mpicluster.local import host, image
+from mpicluster.local.podman import Podman
+from mpicluster.local.spec import LocalSpec, local_dir
+from mpicluster.local.vagrant import Vagrant
+from mpicluster.paths import display_path
+
+Progress = Callable[[str], None]
+
+_HOST_KEYS = "/etc/ssh/ssh_host_*_key.pub"
+
+
+@dataclass
+class NodeState:
+    name: str
+    address: str
+    state: str  # Vagrant's: running, stopped, not_created...
+    reachable: bool = False
+    hostname: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class LocalCluster:
+    spec: LocalSpec
+    inventory: Path | None
+    nodes: list[NodeState] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.nodes) and all(n.reachable for n in self.nodes)
+
+
+def up(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalCluster:
+    started = time.monotonic()
+    host.require_root(spec.provider)
+    host.ensure_tools(spec.provider, progress)
+    env = host.podman_env()
+    previous = LocalSpec.saved(spec.name)
+    if previous and (previous.subnet, previous.provider) != (spec.subnet, spec.provider):
+        raise UsageError(
+            f"local cluster {spec.name!r} already exists ({previous.provider}, {previous.subnet})",
+            hint="run `mpicluster local down` first to change its subnet or provider",
+        )
+    vagrant = Vagrant(spec, env)
+    if spec.provider == "docker":
+        podman = Podman(env)
+        if previous and previous.nodes > spec.nodes:
+            progress(f"Removing nodes beyond node{spec.nodes}")
+            old = Vagrant(previous, env)
+            extra = previous.node_names[spec.nodes :]
+            old.run("destroy", "--force", *extra, on_line=_vagrant_lines(progress))
+        _remove_strays(podman, vagrant, spec, progress)
+        if podman.ensure_network(spec.network_name, spec.subnet):
+            progress(f"Created Podman network {spec.network_name} ({spec.subnet})")
+        if not image.image_is_current(spec.image, env):
+            image.build_image(spec.image, env, progress)
+    spec.save()
+    progress(f"Starting {spec.nodes} node(s) with vagrant up --provider={spec.provider}")
+    vagrant.up(_vagrant_lines(progress))
+    progress("Recording node host keys")
+    write_atomic(spec.known_hosts, _known_hosts(spec, vagrant, env), mode=0o644)
+    write_atomic(inventory_path, render_inventory(spec, vagrant.identity_files()))
+    write_atomic(spec.dir / "inventory-path", f"{inventory_path.resolve()}\n")
+    progress(f"Wrote {inventory_path}")
+    running = dict.fromkeys(spec.node_names, "running")  # vagrant up succeeded
+    cluster = LocalCluster(spec, inventory_path, _probe(spec, running, inventory_path))
+    cluster.seconds = time.monotonic() - started
+    return cluster
+
+
+def down(name: str, purge_image: bool, progress: Progress) -> list[str]:
+    """Destroy the nodes, the network and the Vagrant state. Returns what was removed."""
+    host.require_root("docker")
+    spec = LocalSpec.saved(name) or LocalSpec(name=name)
+    env = host.podman_env()
+    removed: list[str] = []
+    if spec.dotfile_path.exists():
+        progress(f"Destroying {spec.nodes} node(s) with vagrant destroy")
+        Vagrant(spec, env).destroy(_vagrant_lines(progress))
+    if spec.provider == "docker":
+        podman = Podman(env)
+        leftovers = podman.containers(spec.network_name)
+        if leftovers:
+            podman.remove_containers(leftovers)
+        removed.append(f"{len(leftovers)} leftover container(s)" if leftovers else "nodes")
+        if podman.remove_network(spec.network_name):
+            removed.append(f"network {spec.network_name}")
+        if purge_image and podman.remove_image(spec.image):
+            removed.append(f"image {spec.image}")
+    directory = local_dir(name)
+    if directory.exists():
+        shutil.rmtree(directory)
+        removed.append(f"state {directory}")
+    return removed
+
+
+def status(name: str) -> LocalCluster:
+    spec = LocalSpec.saved(name)
+    if spec is None:
+        raise UsageError(f"no local cluster named {name!r}", hint="start one: mpicluster local up")
+    env = host.podman_env() if spec.provider == "docker" else {}
+    vagrant = Vagrant(spec, env)
+    inventory_path = _inventory_path_of(spec)
+    return LocalCluster(spec, inventory_path, _probe(spec, vagrant.states(), inventory_path))
+
+
+def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
+    lines = [
+        f"# The local cluster {spec.name!r}: {spec.nodes} node(s), {spec.provider} provider.",
+        "# Written by `mpicluster local up`; it is rewritten on every local up.",
+        f"cluster: {spec.name}",
+        "ssh:",
+        "  user: vagrant",
+        f"  known_hosts: {display_path(spec.known_hosts)}",
+        "network:",
+        f"  cidr: {spec.subnet}",
+        "nodes:",
+    ]
+    for name, address in zip(spec.node_names, spec.addresses, strict=True):
+        key = identities.get(name)
+        if key is None:
+            raise MpiclusterError(f"vagrant ssh-config gave no key for {name}")
+        lines += [
+            f"  - name: {name}",
+            f"    address: {address}",
+            "    slots: 1  # the nodes share this machine's cores",
+            f"    ssh: {{identity: {display_path(key)}}}",
+        ]
+    lines += []
+    return "\n".join(lines) + "\n"
+
+
+def _inventory_path_of(spec: LocalSpec) -> Path | None:
+    marker = spec.dir / "inventory-path"
+    text = marker.read_text().strip() if marker.exists() else ""
+    return Path(text) if text else None
+
+
+def _remove_strays(podman: Podman, vagrant: Vagrant, spec: LocalSpec, progress: Progress) -> None:
+    """Containers of this cluster that Vagrant no longer knows (a wiped state folder, a
+    crashed run) would hold the nodes' addresses: remove them."""
+    known = set(vagrant.container_ids().values())
+    strays = [
+        cid
+        for cid in podman.containers(spec.network_name)
+        if not any(cid.startswith(k) or k.startswith(cid) for k in known)
+    ]
+    if strays:
+        progress(f"Removing {len(strays)} container(s) left by an earlier run")
+        podman.remove_containers(strays)
+
+
+def _known_hosts(spec: LocalSpec, vagrant: Vagrant, env: dict[str, str]) -> str:
+    """known_hosts lines for every node, read through Podman (or Vagrant), not over SSH."""
+    lines = []
+    ids = vagrant.container_ids() if spec.provider == "docker" else {}
+    podman = Podman(env)
+    for name, address in zip(spec.node_names, spec.addresses, strict=True):
+        if spec.provider == "docker":
+            keys = podman.read_file(ids[name], _HOST_KEYS)
+        else:
+            keys = vagrant.run("ssh", name, "-c", f"cat {_HOST_KEYS}").output
+        for key_line in keys.splitlines():
+            parts = key_line.split()
+            if len(parts) >= 2 and parts[0].startswith(("ssh-", "ecdsa-")):
+                lines.append(f"{name},{address} {parts[0]} {parts[1]}")
+    return "\n".join(lines) + "\n"
+
+
+def _probe(spec: LocalSpec, states: dict[str, str], inventory_path: Path | None) -> list[NodeState]:
+    nodes = [
+        NodeState(name, address, states.get(name, "unknown"))
+        for name, address in zip(spec.node_names, spec.addresses, strict=True)
+    ]
+    if inventory_path is None or not inventory_path.exists():
+        for node in nodes:
+            node.detail = "no inventory written yet"
+        return nodes
+    inventory = load_inventory(inventory_path)
+    results = transport.run_everywhere(inventory, "hostname; ip -4 -o addr show", timeout=15)
+    for node in nodes:
+        result = results.get(node.name)
+        if result is None:
+            node.detail = "not in the inventory"
+        elif not result.ok:
+            node.detail = result.error or result.stderr.strip()
+        else:
+            lines = result.stdout.splitlines()
+            node.hostname = lines[0].strip() if lines else ""
+            has_address = bool(re.search(rf"inet {re.escape(node.address)}/", result.stdout))
+            node.reachable = node.hostname == node.name and has_address
+            if not node.reachable:
+                node.detail = f"answers as {node.hostname!r} without {node.address}"
+    return nodes
+
+
+def _vagrant_lines(progress: Progress) -> Callable[[str], None]:
+    """Pass on Vagrant's headline lines (==> node1: ...), not its chatter."""
+
+    def on_line(line: str) -> None:
+        text = line.strip()
+        if text.startswith("==>"):
+            progress("  " + text[3:].strip())
+
+    return on_line

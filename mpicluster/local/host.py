@@ -1,0 +1,116 @@
+"""Make this machine able to run the local cluster: tools, Podman settings, a docker shim."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from mpicluster import proc
+from mpicluster.errors import ToolMissingError, UsageError
+from mpicluster.paths import state_dir
+
+Progress = Callable[[str], None]
+
+#: Debian packages the docker (Podman) provider needs, and a file each one provides.
+DOCKER_PROVIDER_PACKAGES = {
+    "podman": "/usr/bin/podman",
+    "runc": "/usr/sbin/runc",
+    "netavark": "/usr/lib/podman/netavark",
+    "aardvark-dns": "/usr/lib/podman/aardvark-dns",
+    "uidmap": "/usr/bin/newuidmap",
+    "iptables": "/usr/sbin/iptables",
+    "vagrant": "/usr/bin/vagrant",
+    "debootstrap": "/usr/sbin/debootstrap",
+    "openssh-client": "/usr/bin/ssh",
+}
+
+# crun fails on these machines ("cgroups in hybrid mode not supported") and the
+# default rlimits are refused, so the local cluster runs with its own settings.
+_CONTAINERS_CONF = """\
+# Written by mpicluster for its local cluster; used through CONTAINERS_CONF.
+[containers]
+default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]
+{runtime}
+"""
+
+
+def missing_packages(provider: str) -> list[str]:
+    if provider != "docker":
+        return [] if shutil.which("vagrant") else ["vagrant"]
+    return [pkg for pkg, path in DOCKER_PROVIDER_PACKAGES.items() if not Path(path).exists()]
+
+
+def ensure_tools(provider: str, progress: Progress) -> None:
+    """Install what the provider needs with apt-get when possible, else say what to install."""
+    missing = missing_packages(provider)
+    if not missing:
+        return
+    command = f"apt-get install -y --no-install-recommends {' '.join(missing)}"
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ToolMissingError(
+            f"missing on this machine: {', '.join(missing)}",
+            hint=f"install them (as root: {command}) and run again",
+        )
+    progress(f"Installing {', '.join(missing)} with apt-get")
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    result = proc.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", *missing], env=env, check=False
+    )
+    if not result.ok:  # stale package lists are the usual cause on a fresh machine
+        proc.run(["apt-get", "update"], env=env, hint="apt-get update failed")
+        proc.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", *missing],
+            env=env,
+            hint=f"could not install {', '.join(missing)}",
+        )
+    still = missing_packages(provider)
+    if still:
+        raise ToolMissingError(f"still missing after apt-get install: {', '.join(still)}")
+
+
+def require_root(provider: str) -> None:
+    if provider == "docker" and os.geteuid() != 0:
+        raise UsageError(
+            "the local cluster needs root: rootful Podman gives each node its own reachable "
+            "address",
+            hint="run it with sudo, or use --provider libvirt/virtualbox on a workstation",
+        )
+
+
+def podman_env() -> dict[str, str]:
+    """Environment for podman and for Vagrant's docker provider (through the shim)."""
+    base = state_dir() / "local"
+    base.mkdir(parents=True, exist_ok=True)
+    conf = base / "containers.conf"
+    runtime = 'runtime = "runc"' if shutil.which("runc") else ""
+    runtime_section = f"[engine]\n{runtime}\n" if runtime else ""
+    text = _CONTAINERS_CONF.format(
+        runtime=runtime_section,
+        nofile=_limit(resource.RLIMIT_NOFILE),
+        nproc=_limit(resource.RLIMIT_NPROC, 16384),
+    )
+    if not conf.exists() or conf.read_text() != text:
+        conf.write_text(text)
+    shim_dir = base / "bin"
+    shim = shim_dir / "docker"
+    podman = shutil.which("podman") or "/usr/bin/podman"
+    shim_text = (
+        f'#!/bin/sh\n# mpicluster: Vagrant\'s docker provider, run by Podman\nexec {podman} "$@"\n'
+    )
+    if not shim.exists() or shim.read_text() != shim_text:
+        shim_dir.mkdir(parents=True, exist_ok=True)
+        shim.write_text(shim_text)
+        shim.chmod(0o755)
+    path = os.pathsep.join(
+        [str(shim_dir), "/usr/sbin", "/usr/bin", "/sbin", "/bin", os.environ.get("PATH", "")]
+    )
+    return {"CONTAINERS_CONF": str(conf), "PATH": path}
+
+
+def _limit(kind: int, wanted: int = 65536) -> int:
+    """`wanted`, capped by this machine's hard limit (containers may not exceed it)."""
+    _, hard = resource.getrlimit(kind)
+    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)

@@ -1,0 +1,94 @@
+"""Checks for the names and addresses an inventory holds.
+
+Each check returns None when the value is fine, else a short message saying why
+not. Everything these checks accept is safe to put on a command line unquoted.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+SHELL_METACHARACTERS = set(";&|$`<>(){}[]*?!~'\"\\ \t\n#%^,=")
+_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_CLUSTER = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
+_NUMERIC_DOTTED = re.compile(r"^[0-9.]+$")
+
+
+def _metacharacter(value: str) -> str | None:
+    for char in value:
+        if char in SHELL_METACHARACTERS:
+            return f"contains {char!r}, a shell metacharacter"
+    return None
+
+
+def hostname_problem(value: str) -> str | None:
+    """None if `value` is an RFC 1123 host name (single label or dotted)."""
+    if not value:
+        return "must not be empty"
+    bad = _metacharacter(value)
+    if bad:
+        return f"{bad}; not a valid hostname"
+    if len(value) > 253:
+        return "longer than 253 characters; not a valid hostname"
+    if _NUMERIC_DOTTED.match(value):
+        return "not a valid IP address"
+    labels = value.rstrip(".").split(".")
+    for label in labels:
+        if not _LABEL.match(label):
+            return (
+                f"not an RFC 1123 hostname (label {label!r}: use letters, digits and '-', "
+                "1-63 characters, not starting or ending with '-')"
+            )
+    return None
+
+
+def address_problem(value: str) -> str | None:
+    """None if `value` is an IPv4/IPv6 address or an RFC 1123 hostname."""
+    if is_ip(value):
+        return None
+    problem = hostname_problem(value)
+    if problem is None:
+        return None
+    if _metacharacter(value):
+        return f"{_metacharacter(value)}; not an IP address or hostname"
+    return "not an IP address or hostname"
+
+
+def cluster_name_problem(value: str) -> str | None:
+    if _CLUSTER.match(value):
+        return None
+    bad = _metacharacter(value)
+    if bad:
+        return bad
+    return "use 1-40 lowercase letters, digits and '-', not starting or ending with '-'"
+
+
+def user_problem(value: str) -> str | None:
+    if _USER.match(value):
+        return None
+    bad = _metacharacter(value)
+    if bad:
+        return bad
+    return "not a valid POSIX user name (lowercase letters, digits, '_', '-', '.')"
+
+
+def interface_problem(value: str) -> str | None:
+    if _IFNAME.match(value):
+        return None
+    if len(value) > 15:
+        return "longer than 15 characters; not a Linux interface name"
+    bad = _metacharacter(value)
+    if bad:
+        return bad
+    return "not a Linux interface name"
+
+
+def is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True

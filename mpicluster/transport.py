@@ -1,0 +1,217 @@
+"""Run commands on many nodes over SSH (paramiko), with a bounded pool and hard timeouts.
+
+Host keys are always checked against the inventory's known_hosts file: an unknown
+key is refused unless the inventory opts into accept-new (trust on first use, as
+OpenSSH's `StrictHostKeyChecking accept-new`), and a changed key is always refused
+with both fingerprints in the message. The user's ~/.ssh/config is not read, so a
+run depends on the inventory alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+from mpicluster.inventory import Inventory, Node, ResolvedSsh
+
+DEFAULT_WORKERS = 64
+_known_hosts_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    """What one command did on one node.
+
+    `error` is set when the command could not run at all (unreachable, auth, host
+    key, timeout); otherwise `exit_code` is the command's status.
+    """
+
+    node: str
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    error: str | None = None
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code == 0
+
+    @property
+    def reached(self) -> bool:
+        return self.error is None
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """Record an unknown host key in the known_hosts file (accept-new, opted into)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def missing_host_key(self, client, hostname, key):
+        with _known_hosts_lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class _RejectUnknown(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client, hostname, key):
+        raise UnknownHostKey(hostname, key)
+
+
+class UnknownHostKey(paramiko.SSHException):
+    def __init__(self, hostname: str, key: paramiko.PKey):
+        super().__init__(hostname)
+        self.hostname = hostname
+        self.key = key
+
+
+def connect(ssh: ResolvedSsh, timeout: float | None = None) -> paramiko.SSHClient:
+    """An authenticated client for one node; raises paramiko/socket errors."""
+    timeout = timeout or ssh.connect_timeout
+    client = paramiko.SSHClient()
+    if ssh.known_hosts.exists():
+        client.load_host_keys(str(ssh.known_hosts))
+    if ssh.accept_new_host_keys:
+        client.set_missing_host_key_policy(_AcceptNewPolicy(ssh.known_hosts))
+    else:
+        client.set_missing_host_key_policy(_RejectUnknown())
+    client.connect(
+        ssh.host,
+        port=ssh.port,
+        username=ssh.user,
+        key_filename=str(ssh.identity) if ssh.identity else None,
+        look_for_keys=ssh.identity is None,
+        allow_agent=ssh.identity is None,
+        timeout=timeout,
+        banner_timeout=timeout,
+        auth_timeout=timeout,
+        channel_timeout=timeout,
+    )
+    transport = client.get_transport()
+    if transport is not None:
+        transport.set_keepalive(15)
+    return client
+
+
+def describe_error(ssh: ResolvedSsh, exc: BaseException) -> str:
+    """One line naming what went wrong reaching a node, with the likely fix."""
+    target = f"{ssh.user}@{ssh.host}:{ssh.port}"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return (
+            f"host key for {ssh.host} CHANGED: known {fingerprint(exc.expected_key)}, "
+            f"offered {fingerprint(exc.key)}; if the node was reinstalled, remove the old "
+            f"line from {ssh.known_hosts}"
+        )
+    if isinstance(exc, UnknownHostKey):
+        return (
+            f"host key of {ssh.host} is not in {ssh.known_hosts} ({exc.key.get_name()} "
+            f"{fingerprint(exc.key)}); verify and add it, or set ssh.accept_new_host_keys: true"
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        key = ssh.identity or "the default keys"
+        return f"authentication failed for {target} with {key}"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve {ssh.host}"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return f"no answer from {target} within the timeout"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused by {target} (is sshd running?)"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return f"cannot connect to {target} (refused or unreachable)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot connect to {target}: {exc.strerror}"
+    return f"{target}: {type(exc).__name__}: {exc}"
+
+
+def run_command(client: paramiko.SSHClient, command: str, timeout: float) -> tuple[int, str, str]:
+    """Run one command on an open client; raise TimeoutError past `timeout` seconds."""
+    _, stdout, _stderr = client.exec_command(command, timeout=timeout)
+    channel = stdout.channel
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    while True:
+        if channel.recv_ready():
+            out += channel.recv(65536)
+        elif channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+        elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
+            break  # sshd may send the exit status before the last output: wait for EOF
+        elif time.monotonic() > deadline:
+            channel.close()
+            raise TimeoutError(f"command did not finish within {timeout:.0f} s")
+        else:
+            channel.status_event.wait(0.02)
+    while channel.recv_stderr_ready():
+        err += channel.recv_stderr(65536)
+    code = channel.recv_exit_status()
+    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def run_on(
+    inventory: Inventory,
+    node: Node,
+    command: str,
+    *,
+    timeout: float = 30,
+) -> RemoteResult:
+    ssh = inventory.node_ssh(node)
+    started = time.monotonic()
+    try:
+        client = connect(ssh)
+    except Exception as exc:  # every failure to connect becomes a result, never a crash
+        return RemoteResult(
+            node.name, error=describe_error(ssh, exc), duration=time.monotonic() - started
+        )
+    try:
+        code, out, err = run_command(client, command, timeout)
+    except TimeoutError:
+        return RemoteResult(
+            node.name,
+            error=f"command timed out after {timeout:.0f} s",
+            duration=time.monotonic() - started,
+        )
+    except (paramiko.SSHException, OSError) as exc:
+        return RemoteResult(
+            node.name, error=describe_error(ssh, exc), duration=time.monotonic() - started
+        )
+    finally:
+        client.close()
+    return RemoteResult(node.name, out, err, code, duration=time.monotonic() - started)
+
+
+def run_everywhere(
+    inventory: Inventory,
+    command: str | Callable[[Node], str],
+    *,
+    nodes: Iterable[Node] | None = None,
+    timeout: float = 30,
+    workers: int = DEFAULT_WORKERS,
+) -> dict[str, RemoteResult]:
+    """Run a command on every node (or `nodes`) in parallel, at most `workers` at once."""
+    targets = list(nodes if nodes is not None else inventory.nodes)
+    if not targets:
+        return {}
+
+    def one(node: Node) -> RemoteResult:
+        text = command(node) if callable(command) else command
+        return run_on(inventory, node, text, timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
+        results = list(pool.map(one, targets))
+    return {result.node: result for result in results}
