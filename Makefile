@@ -1,0 +1,35 @@
+# Developer entry points. README.md documents `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint unit cluster clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+## demo: bring up the 3-node local cluster and provision it with `mpicluster up`
+demo: $(BIN)/.installed
+	$(BIN)/mpicluster local up
+	$(BIN)/mpicluster local status
+
+## test: lint, then unit and cluster tests
+test: lint
+	$(BIN)/pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+unit: $(BIN)/.installed
+	$(BIN)/pytest -m "not cluster"
+
+cluster: $(BIN)/.installed
+	$(BIN)/pytest -m cluster
+
+clean:
+	-$(BIN)/mpicluster local down
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,98 @@
+"""Shared fixtures. Cluster tests run against real Podman nodes brought up by the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def mpicluster(
+    *args: str, check: bool = True, timeout: float = 1800, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real mpicluster command, as a user would."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mpicluster", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(
+            f"mpicluster {' '.join(args)} exited {done.returncode}\n"
+            f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        )
+    return done
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    name: str
+    subnet: str
+    inventory: Path
+
+    def ssh(
+        self, node: str, command: str, *, check: bool = True, user: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """ssh from the control machine to a node, as the inventory says, host keys checked."""
+        from mpicluster.inventory import load_inventory
+
+        inv = load_inventory(self.inventory)
+        target = next(n for n in inv.nodes if n.name == node)
+        ssh = inv.node_ssh(target)
+        argv = [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={ssh.known_hosts}",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-i",
+            str(ssh.identity),
+            "-p",
+            str(ssh.port),
+            f"{user or ssh.user}@{ssh.host}",
+            command,
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{node}: {command!r} exited {done.returncode}: {done.stderr}")
+        return done
+
+
+def start_local_cluster(name: str, nodes: int, subnet: str, inventory: Path) -> LocalCluster:
+    mpicluster(
+        "local",
+        "up",
+        "--name",
+        name,
+        "--nodes",
+        str(nodes),
+        "--subnet",
+        subnet,
+        "--inventory",
+        str(inventory),
+    )
+    return LocalCluster(name, subnet, inventory)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
+    """A 3-node local cluster for the whole session, removed at the end."""
+    inventory = tmp_path_factory.mktemp("inventories") / "pytest.yaml"
+    mpicluster("local", "down", "--name", "pytest", check=False)  # leftovers of a killed run
+    yield start_local_cluster("pytest", 3, "192.168.63.0/24", inventory)
+    mpicluster("local", "down", "--name", "pytest", check=False)
