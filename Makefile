@@ -14,7 +14,7 @@ $(BIN)/.installed: pyproject.toml
 ## demo: bring up the 3-node local cluster and provision it with `mpicluster up`
 demo: $(BIN)/.installed
 	$(BIN)/mpicluster local up
-	$(BIN)/mpicluster local status
+	$(BIN)/mpicluster up inventories/local.yaml
 
 ## test: lint, then unit and cluster tests
 test: lint
@@ -23,6 +23,7 @@ test: lint
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/ansible-lint playbooks/
 
 unit: $(BIN)/.installed
 	$(BIN)/pytest -m "not cluster"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +51,16 @@ def guarded(display: Display) -> Iterator[None]:
     except KeyboardInterrupt:
         display.error("interrupted")
         raise typer.Exit(exitcodes.INTERRUPTED) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # a bug: still one line, unless asked for the traceback
+        if os.environ.get("MPICLUSTER_DEBUG"):
+            raise
+        display.error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            "rerun with MPICLUSTER_DEBUG=1 for the traceback, and please report it",
+        )
+        raise typer.Exit(exitcodes.FAILED) from None
 
 
 def _version(value: bool) -> None:
@@ -79,10 +90,85 @@ def validate(inventory: InventoryArg) -> None:
         )
 
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
+
+
 @app.command()
-def up(inventory: InventoryArg) -> None:
-    """Provision the cluster: build the MPI stack, SSH trust, environment, hostfiles, smoke test."""
-    _not_yet("up", inventory)
+def up(
+    inventory: InventoryArg,
+    json_output: JsonOpt = False,
+    smoke: Annotated[bool, typer.Option(help="Run the smoke test at the end.")] = True,
+) -> None:
+    """Provision the cluster: MPI stack, SSH trust, environment, hostfiles, then the smoke test.
+
+    Exit codes: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable,
+    5 the smoke test failed.
+    """
+    from mpicluster import provision
+    from mpicluster.render import PlaybookView, show_up
+
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        with PlaybookView(display, [n.name for n in inv.nodes]) as view:
+            result = provision.up(inv, on_event=view, on_progress=display.progress, smoke=smoke)
+        if json_output:
+            display.json(_up_json(result))
+        else:
+            show_up(display, result)
+        code = result.exit_code
+        if code != exitcodes.OK:
+            raise typer.Exit(code)
+        changed = sum(s.changed for s in result.playbook.hosts.values())
+        if not json_output:
+            display.success(
+                f"cluster {inv.cluster}: {len(inv.nodes)} node(s) provisioned "
+                f"({changed} change(s)) and verified in {result.seconds:.0f} s"
+            )
+
+
+@app.command()
+def smoke(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
+    """Run the smoke test: node-to-node ssh env matrix and an MPI allreduce across all nodes."""
+    from mpicluster.render import show_smoke
+    from mpicluster.smoke import run_smoke
+
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        report = run_smoke(inv, display.progress)
+        if json_output:
+            display.json(report.to_dict())
+        else:
+            show_smoke(display, report)
+        if not report.ok:
+            raise typer.Exit(exitcodes.SMOKE_FAILED)
+
+
+def _up_json(result) -> dict:
+    data: dict = {
+        "cluster": result.cluster,
+        "exit_code": result.exit_code,
+        "seconds": round(result.seconds, 1),
+        "hosts": {},
+        "smoke": None,
+    }
+    if result.playbook is not None:
+        data["log"] = str(result.playbook.log)
+        data["command"] = result.playbook.command
+        for name, s in result.playbook.hosts.items():
+            data["hosts"][name] = {
+                "status": s.status,
+                "ok": s.ok,
+                "changed": s.changed,
+                "failed": s.failed,
+                "unreachable": s.unreachable,
+                "seconds": round(s.seconds, 1),
+                "failures": s.failures,
+            }
+    if result.smoke is not None:
+        data["smoke"] = result.smoke.to_dict()
+    return data
 
 
 @app.command()
@@ -92,9 +178,24 @@ def doctor(inventory: InventoryArg) -> None:
 
 
 @app.command()
-def hostfile(inventory: InventoryArg) -> None:
-    """Print a hostfile for Open MPI, MPICH or Horovod."""
-    _not_yet("hostfile", inventory)
+def hostfile(
+    inventory: InventoryArg,
+    fmt: Annotated[
+        str, typer.Option("--format", help="openmpi (host slots=N), mpich (host:N) or horovod.")
+    ] = "openmpi",
+) -> None:
+    """Print a hostfile. Slots: the inventory's, else GPUs, else cores (asked over SSH)."""
+    from mpicluster import hostfile as hostfiles
+    from mpicluster.errors import UsageError
+    from mpicluster.provision import probe_nodes
+
+    display = Display()
+    with guarded(display):
+        if fmt not in hostfiles.FORMATS:
+            raise UsageError(f"--format {fmt!r}: one of {', '.join(hostfiles.FORMATS)}")
+        inv = load_inventory(inventory)
+        cores = probe_nodes(inv) if hostfiles.needs_cores(inv) else {}
+        typer.echo(hostfiles.render(hostfiles.slots(inv, cores), fmt), nl=False)
 
 
 def _not_yet(command: str, inventory: Path) -> None:

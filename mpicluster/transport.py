@@ -139,10 +139,16 @@ def describe_error(ssh: ResolvedSsh, exc: BaseException) -> str:
     return f"{target}: {type(exc).__name__}: {exc}"
 
 
-def run_command(client: paramiko.SSHClient, command: str, timeout: float) -> tuple[int, str, str]:
+def run_command(
+    client: paramiko.SSHClient, command: str, timeout: float, stdin: str | None = None
+) -> tuple[int, str, str]:
     """Run one command on an open client; raise TimeoutError past `timeout` seconds."""
-    _, stdout, _stderr = client.exec_command(command, timeout=timeout)
+    channel_in, stdout, _ = client.exec_command(command, timeout=timeout)
     channel = stdout.channel
+    if stdin is not None:
+        channel_in.write(stdin)
+        channel_in.flush()
+        channel.shutdown_write()
     deadline = time.monotonic() + timeout
     out, err = bytearray(), bytearray()
     while True:
@@ -169,6 +175,7 @@ def run_on(
     command: str,
     *,
     timeout: float = 30,
+    stdin: str | None = None,
 ) -> RemoteResult:
     ssh = inventory.node_ssh(node)
     started = time.monotonic()
@@ -179,7 +186,7 @@ def run_on(
             node.name, error=describe_error(ssh, exc), duration=time.monotonic() - started
         )
     try:
-        code, out, err = run_command(client, command, timeout)
+        code, out, err = run_command(client, command, timeout, stdin)
     except TimeoutError:
         return RemoteResult(
             node.name,
@@ -202,6 +209,7 @@ def run_everywhere(
     nodes: Iterable[Node] | None = None,
     timeout: float = 30,
     workers: int = DEFAULT_WORKERS,
+    stdin: str | None = None,
 ) -> dict[str, RemoteResult]:
     """Run a command on every node (or `nodes`) in parallel, at most `workers` at once."""
     targets = list(nodes if nodes is not None else inventory.nodes)
@@ -210,7 +218,7 @@ def run_everywhere(
 
     def one(node: Node) -> RemoteResult:
         text = command(node) if callable(command) else command
-        return run_on(inventory, node, text, timeout=timeout)
+        return run_on(inventory, node, text, timeout=timeout, stdin=stdin)
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
         results = list(pool.map(one, targets))

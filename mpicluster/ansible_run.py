@@ -1,0 +1,318 @@
+"""Run mpicluster's playbooks with ansible-runner and collect per-host results.
+
+Every run gets a fresh folder under the cluster's state directory holding the
+exact inputs (hosts.yml, vars.yml, ansible.cfg), the full log, and the
+equivalent `ansible-playbook` command so a user can rerun it by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mpicluster.fileutil import write_atomic
+from mpicluster.inventory import Inventory
+from mpicluster.paths import data_path
+
+KEEP_RUNS = 20
+
+
+@dataclass
+class HostStats:
+    host: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    first_event: float | None = None
+    last_event: float | None = None
+    stage: str = ""
+    task: str = ""
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        if self.first_event is None or self.last_event is None:
+            return 0.0
+        return self.last_event - self.first_event
+
+    @property
+    def status(self) -> str:
+        if self.unreachable:
+            return "unreachable"
+        if self.failed:
+            return "failed"
+        return "changed" if self.changed else "ok"
+
+
+@dataclass(frozen=True)
+class Event:
+    """What the playbook is doing, for a progress display."""
+
+    kind: str  # task | ok | changed | failed | unreachable | skipped
+    host: str | None
+    stage: str
+    task: str
+    message: str = ""
+
+
+EventSink = Callable[[Event], None]
+
+
+@dataclass
+class PlaybookResult:
+    playbook: str
+    run_dir: Path
+    log: Path
+    command: str
+    rc: int
+    hosts: dict[str, HostStats]
+    seconds: float
+    interrupted: bool = False
+
+    @property
+    def failed_hosts(self) -> list[str]:
+        return [h for h, s in self.hosts.items() if s.failed and not s.unreachable]
+
+    @property
+    def unreachable_hosts(self) -> list[str]:
+        return [h for h, s in self.hosts.items() if s.unreachable]
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.failed_hosts and not self.unreachable_hosts
+
+
+def ssh_args(inventory: Inventory) -> str:
+    """OpenSSH options for the control connection: host keys always checked."""
+    checking = "accept-new" if inventory.ssh.accept_new_host_keys else "yes"
+    known = inventory.known_hosts_path()
+    args = [
+        "-o ControlMaster=auto",
+        "-o ControlPersist=60s",
+        f"-o StrictHostKeyChecking={checking}",
+        f"-o UserKnownHostsFile={shlex.quote(str(known))}",
+        "-o BatchMode=yes",
+        "-o ServerAliveInterval=15",
+        f"-o ConnectTimeout={inventory.ssh.connect_timeout}",
+    ]
+    return " ".join(args)
+
+
+def hosts_yaml(inventory: Inventory, host_vars: dict[str, dict[str, Any]]) -> str:
+    hosts = {}
+    for node in inventory.nodes:
+        ssh = inventory.node_ssh(node)
+        entry: dict[str, Any] = {
+            "ansible_host": ssh.host,
+            "ansible_user": ssh.user,
+            "ansible_port": ssh.port,
+        }
+        if ssh.identity:
+            entry["ansible_ssh_private_key_file"] = str(ssh.identity)
+            entry["ansible_ssh_extra_args"] = "-o IdentitiesOnly=yes"
+        entry.update(host_vars.get(node.name, {}))
+        hosts[node.name] = entry
+    data = {"all": {"hosts": hosts, "vars": {"ansible_python_interpreter": "auto_silent"}}}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def ansible_cfg(inventory: Inventory, playbooks: Path) -> str:
+    forks = max(5, min(100, len(inventory.nodes)))
+    return f"""\
+# Written by mpicluster for this run.
+[defaults]
+roles_path = {playbooks / "roles"}
+library = {playbooks / "library"}
+host_key_checking = True
+forks = {forks}
+timeout = {inventory.ssh.connect_timeout}
+gathering = explicit
+retry_files_enabled = False
+interpreter_python = auto_silent
+display_skipped_hosts = False
+nocows = 1
+
+[privilege_escalation]
+become = {inventory.ssh.become}
+
+[ssh_connection]
+pipelining = True
+ssh_args = {ssh_args(inventory)}
+"""
+
+
+def prepare_run(
+    runs_dir: Path,
+    label: str,
+    inventory: Inventory,
+    extravars: dict[str, Any],
+    host_vars: dict[str, dict[str, Any]],
+    playbook: str,
+) -> tuple[Path, str]:
+    """Write a run folder; return it and the equivalent ansible-playbook command."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    run_dir = runs_dir / f"{stamp}-{label}"
+    (run_dir / "runner").mkdir(parents=True)
+    playbooks = data_path("playbooks")
+    write_atomic(run_dir / "hosts.yml", hosts_yaml(inventory, host_vars))
+    write_atomic(run_dir / "vars.yml", yaml.safe_dump(extravars, sort_keys=True))
+    write_atomic(run_dir / "ansible.cfg", ansible_cfg(inventory, playbooks))
+    command = (
+        f"ANSIBLE_CONFIG={shlex.quote(str(run_dir / 'ansible.cfg'))} "
+        f"ansible-playbook -i {shlex.quote(str(run_dir / 'hosts.yml'))} "
+        f"-e @{shlex.quote(str(run_dir / 'vars.yml'))} {shlex.quote(str(playbooks / playbook))}"
+    )
+    write_atomic(run_dir / "command.sh", f'#!/bin/sh\n{command} "$@"\n', mode=0o755)
+    _prune(runs_dir)
+    return run_dir, command
+
+
+def run_playbook(
+    inventory: Inventory,
+    playbook: str,
+    *,
+    runs_dir: Path,
+    label: str,
+    extravars: dict[str, Any],
+    host_vars: dict[str, dict[str, Any]] | None = None,
+    on_event: EventSink | None = None,
+    limit: list[str] | None = None,
+) -> PlaybookResult:
+    import ansible_runner
+
+    run_dir, command = prepare_run(runs_dir, label, inventory, extravars, host_vars or {}, playbook)
+    hosts = {node.name: HostStats(node.name) for node in inventory.nodes}
+    sink = on_event or (lambda event: None)
+    collector = _Collector(hosts, sink)
+    cancel = threading.Event()
+    started = time.monotonic()
+    bin_dir = str(Path(sys.executable).parent)
+    envvars = {
+        "ANSIBLE_CONFIG": str(run_dir / "ansible.cfg"),
+        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+    cmdline = f"-e @{shlex.quote(str(run_dir / 'vars.yml'))}"
+    if limit:
+        cmdline += f" --limit {shlex.quote(','.join(limit))}"
+    interrupted = False
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(run_dir / "runner"),
+            project_dir=str(data_path("playbooks")),
+            playbook=playbook,
+            inventory=str(run_dir / "hosts.yml"),
+            cmdline=cmdline,
+            envvars=envvars,
+            event_handler=collector,
+            cancel_callback=cancel.is_set,
+            quiet=True,
+            suppress_env_files=True,
+            ident="run",
+        )
+    except KeyboardInterrupt:
+        cancel.set()
+        interrupted = True
+        raise
+    finally:
+        log = run_dir / "ansible.log"
+        produced = run_dir / "runner" / "artifacts" / "run" / "stdout"
+        if produced.exists():
+            shutil.copyfile(produced, log)
+    return PlaybookResult(
+        playbook=playbook,
+        run_dir=run_dir,
+        log=log,
+        command=command,
+        rc=runner.rc if runner.rc is not None else 1,
+        hosts=hosts,
+        seconds=time.monotonic() - started,
+        interrupted=interrupted,
+    )
+
+
+class _Collector:
+    """Turns ansible-runner events into HostStats and Events."""
+
+    def __init__(self, hosts: dict[str, HostStats], sink: EventSink):
+        self.hosts = hosts
+        self.sink = sink
+        self.stage = ""
+        self.task = ""
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {}) or {}
+        now = time.monotonic()
+        if kind == "playbook_on_task_start":
+            self.stage = data.get("role") or _play_stage(data)
+            self.task = (data.get("task") or "").split(" : ")[-1]
+            self.sink(Event("task", None, self.stage, self.task))
+            return True
+        host = data.get("host")
+        stats = self.hosts.get(host) if host else None
+        if stats is None or not kind.startswith("runner_on_"):
+            return True
+        stats.first_event = stats.first_event or now
+        stats.last_event = now
+        stats.stage, stats.task = self.stage, self.task
+        result = data.get("res", {}) or {}
+        if kind == "runner_on_ok":
+            changed = bool(result.get("changed"))
+            stats.ok += 1
+            stats.changed += int(changed)
+            outcome = "changed" if changed else "ok"
+            self.sink(Event(outcome, host, self.stage, self.task, _changed_note(result)))
+        elif kind == "runner_on_failed":
+            if data.get("ignore_errors"):
+                stats.ok += 1
+                return True
+            stats.failed += 1
+            message = _failure_message(result)
+            stats.failures.append(f"{self.stage}: {self.task}: {message}")
+            self.sink(Event("failed", host, self.stage, self.task, message))
+        elif kind == "runner_on_unreachable":
+            stats.unreachable += 1
+            message = _failure_message(result)
+            stats.failures.append(f"unreachable: {message}")
+            self.sink(Event("unreachable", host, self.stage, self.task, message))
+        elif kind == "runner_on_skipped":
+            stats.skipped += 1
+        return True
+
+
+def _play_stage(data: dict[str, Any]) -> str:
+    return (data.get("play") or "").split(":")[0].strip().lower() or "play"
+
+
+def _changed_note(result: dict[str, Any]) -> str:
+    return str(result.get("msg") or "") if result.get("changed") else ""
+
+
+def _failure_message(result: dict[str, Any]) -> str:
+    message = result.get("msg") or ""
+    stderr = (result.get("stderr") or "").strip()
+    if stderr:
+        message = f"{message}: {stderr.splitlines()[-1]}" if message else stderr.splitlines()[-1]
+    if not message and result.get("rc") is not None:
+        message = f"exited {result['rc']}"
+    return " ".join(str(message).split())[:500] or "failed"
+
+
+def _prune(runs_dir: Path) -> None:
+    runs = sorted(p for p in runs_dir.iterdir() if p.is_dir())
+    for old in runs[:-KEEP_RUNS]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,72 @@
+"""The cluster's own SSH identity: one ed25519 key pair per cluster, made on the control
+machine, installed for the MPI user on every node so every node can reach every node.
+
+The private key is written 0600 from the start (never world-readable, not even for a
+moment) and is never printed or logged.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from mpicluster.errors import MpiclusterError
+from mpicluster.paths import state_dir
+
+
+@dataclass(frozen=True)
+class ClusterKey:
+    private_path: Path
+    public_line: str  # "ssh-ed25519 AAAA... mpicluster:<cluster>"
+
+    @property
+    def comment(self) -> str:
+        return self.public_line.split()[-1]
+
+
+def cluster_dir(cluster: str) -> Path:
+    return state_dir() / "clusters" / cluster
+
+
+def ensure_cluster_key(cluster: str) -> ClusterKey:
+    """Load the cluster's key pair, making it on first use."""
+    directory = cluster_dir(cluster)
+    private = directory / "id_ed25519"
+    public = directory / "id_ed25519.pub"
+    comment = f"mpicluster:{cluster}"
+    if not private.exists():
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key = Ed25519PrivateKey.generate()
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        )
+        line = (
+            key.public_key()
+            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            .decode()
+        )
+        tmp = directory / ".id_ed25519.tmp"
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+        public.write_text(f"{line} {comment}\n")
+        tmp.replace(private)
+    mode = private.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise MpiclusterError(
+            f"the cluster key {private} is readable by others (mode {mode:04o})",
+            hint=f"chmod 600 {private}",
+        )
+    if not public.exists():
+        raise MpiclusterError(
+            f"{public} is missing beside {private}",
+            hint="remove the private key to make a new pair",
+        )
+    return ClusterKey(private, public.read_text().strip())

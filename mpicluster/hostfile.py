@@ -1,0 +1,42 @@
+"""Hostfiles for Open MPI, MPICH/Hydra and Horovod, from the inventory.
+
+Slots per node: the inventory's `slots`, else its GPU count, else its cores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mpicluster.errors import UsageError
+from mpicluster.inventory import Inventory
+
+FORMATS = ("openmpi", "mpich", "horovod")
+
+
+def slots(inventory: Inventory, cores: Mapping[str, int]) -> dict[str, int]:
+    """Slots per node name; `cores` is needed only for nodes with neither slots nor GPUs."""
+    result = {}
+    for node in inventory.nodes:
+        if node.slots:
+            result[node.name] = node.slots
+        elif node.gpus:
+            result[node.name] = node.gpus
+        elif node.name in cores:
+            result[node.name] = max(1, cores[node.name])
+        else:
+            raise UsageError(f"{node.name}: no core count to derive slots from")
+    return result
+
+
+def needs_cores(inventory: Inventory) -> list[str]:
+    return [n.name for n in inventory.nodes if not n.slots and not n.gpus]
+
+
+def render(node_slots: Mapping[str, int], fmt: str) -> str:
+    if fmt == "openmpi":
+        return "".join(f"{name} slots={n}\n" for name, n in node_slots.items())
+    if fmt == "mpich":
+        return "".join(f"{name}:{n}\n" for name, n in node_slots.items())
+    if fmt == "horovod":
+        return ",".join(f"{name}:{n}" for name, n in node_slots.items()) + "\n"
+    raise UsageError(f"unknown hostfile format {fmt!r} (one of: {', '.join(FORMATS)})")

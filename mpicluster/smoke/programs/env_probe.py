@@ -1,0 +1,49 @@
+"""From this node, ssh to every peer in a non-interactive shell and report what it sees.
+
+Sent over the control connection (`python3 - PEERS_JSON`), stdlib only. For each
+peer it prints PATH, LD_LIBRARY_PATH and `command -v mpirun` as the peer's
+non-interactive shell has them, which is exactly what mpirun's ssh launch gets.
+"""
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+REMOTE = (
+    'printf "HOSTNAME=%s\\n" "$(hostname)"; printf "PATH=%s\\n" "$PATH"; '
+    'printf "LD_LIBRARY_PATH=%s\\n" "${LD_LIBRARY_PATH-}"; '
+    'printf "MPIRUN=%s\\n" "$(command -v mpirun)"'
+)
+
+
+def probe(peer, timeout):
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}", peer, REMOTE]
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout + 20,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return {"peer": peer, "rc": None, "stderr": "timed out", "env": {}}
+    env = {}
+    for line in done.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            env[key] = value
+    return {"peer": peer, "rc": done.returncode, "stderr": done.stderr.strip()[-400:], "env": env}
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    with ThreadPoolExecutor(max_workers=min(32, max(1, len(spec["peers"])))) as pool:
+        results = list(pool.map(lambda p: probe(p, spec["timeout"]), spec["peers"]))
+    sys.stdout.write(json.dumps(results) + "\n")
+
+
+if __name__ == "__main__":
+    main()
