@@ -172,12 +172,6 @@ def _up_json(result) -> dict:
 
 
 @app.command()
-def doctor(inventory: InventoryArg) -> None:
-    """Check a cluster for what breaks MPI and say how to fix each problem."""
-    _not_yet("doctor", inventory)
-
-
-@app.command()
 def hostfile(
     inventory: InventoryArg,
     fmt: Annotated[
@@ -198,11 +192,13 @@ def hostfile(
         typer.echo(hostfiles.render(hostfiles.slots(inv, cores), fmt), nl=False)
 
 
-def _not_yet(command: str, inventory: Path) -> None:
-    display = Display()
-    with guarded(display):
-        load_inventory(inventory)
-        raise MpiclusterError(f"`mpicluster {command}` is not implemented yet")
+def _register_doctor() -> None:
+    from mpicluster.doctor.command import doctor
+
+    app.command("doctor")(doctor)
+
+
+_register_doctor()
 
 
 @local_app.command("up")

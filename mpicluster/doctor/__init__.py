@@ -1,0 +1,1 @@
+"""mpicluster doctor: fast parallel checks for what breaks MPI clusters."""
