@@ -147,6 +147,8 @@ nocows = 1
 
 [privilege_escalation]
 become = {inventory.ssh.become}
+# absolute, so a node whose PATH is broken can still be repaired
+become_exe = /usr/bin/sudo
 
 [ssh_connection]
 pipelining = True

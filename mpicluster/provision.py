@@ -59,7 +59,8 @@ def probe_nodes(inventory: Inventory) -> dict[str, int]:
 
     Raises HostsUnreachable naming each node that cannot be reached and why.
     """
-    results = transport.run_everywhere(inventory, "nproc", timeout=30)
+    # absolute: the node's PATH may be the very thing up has to repair
+    results = transport.run_everywhere(inventory, "/usr/bin/nproc", timeout=30)
     reasons = {
         name: r.error or f"`nproc` failed: {r.stderr.strip()}"
         for name, r in results.items()

@@ -110,7 +110,8 @@ def env_matrix(inventory: Inventory, lay: Layout) -> list[PairResult]:
     names = [n.name for n in inventory.nodes]
     script = (PROGRAMS / "env_probe.py").read_text()
     spec = json.dumps({"peers": names, "timeout": PAIR_TIMEOUT})
-    command = f"python3 - {shlex.quote(spec)}"
+    # An absolute path: the node's own PATH may be what is broken.
+    command = f"/usr/bin/python3 - {shlex.quote(spec)}"
     results = transport.run_everywhere(
         inventory, command, stdin=script, timeout=PAIR_TIMEOUT * 3 + 30
     )

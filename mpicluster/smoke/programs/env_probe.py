@@ -6,6 +6,7 @@ non-interactive shell has them, which is exactly what mpirun's ssh launch gets.
 """
 
 import json
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,22 @@ REMOTE = (
 
 
 def probe(peer, timeout):
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}", peer, REMOTE]
+    # A fresh connection (no ControlMaster reuse): a multiplexed session would show the
+    # environment of the connection's first login, not what a new login gets now.
+    ssh = shutil.which("ssh") or "/usr/bin/ssh"
+    argv = [
+        ssh,
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={timeout}",
+        "-o",
+        "ControlMaster=no",
+        "-o",
+        "ControlPath=none",
+        peer,
+        REMOTE,
+    ]
     try:
         done = subprocess.run(
             argv,

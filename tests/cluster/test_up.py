@@ -1,0 +1,159 @@
+"""`mpicluster up` on the real 3-node local cluster (Debian's Open MPI: install = packages)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mpicluster.inventory import load_inventory
+from tests.conftest import mpicluster
+from tests.unit.test_no_trust_bypass import bypasses
+
+pytestmark = pytest.mark.cluster
+
+NODES = ["node1", "node2", "node3"]
+ENV_SEED = 'LANG="C.UTF-8"\n# kept: a comment with $HOME in it\nPATH="/custom/bin:/usr/bin:/bin"\n'
+KEY_SEED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDummyKeyForTestsOnly0000000000000000000 someone\n"
+
+
+@pytest.fixture(scope="module")
+def inventory(cluster, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("up") / "packages.yaml"
+    path.write_text(cluster.inventory.read_text() + "stack:\n  install: packages\n")
+    return path
+
+
+def up_json(inventory: Path, *, check: bool = True) -> tuple[int, dict]:
+    done = mpicluster("up", str(inventory), "--json", check=False)
+    if check:
+        assert done.returncode == 0, done.stderr[-4000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_up_provisions_and_verifies_keeping_unrelated_lines(cluster, inventory):
+    # Seed the files up manages with lines it must keep byte for byte.
+    home = "/home/vagrant"
+    auth_before = cluster.ssh("node1", f"cat {home}/.ssh/authorized_keys").stdout
+    cluster.ssh("node1", f"printf '%s' '{ENV_SEED}' | sudo tee /etc/environment >/dev/null")
+    cluster.ssh("node1", f"printf '%s' '{KEY_SEED}' >> {home}/.ssh/authorized_keys")
+
+    code, result = up_json(inventory)
+    assert code == 0
+    assert {h["status"] for h in result["hosts"].values()} <= {"ok", "changed"}
+    smoke = result["smoke"]
+    assert smoke["ok"] and smoke["matrix_ok"]
+    assert len(smoke["pairs"]) == 9
+    run = smoke["allreduce"]
+    assert run["ranks"] == 3 and sorted(set(run["hosts"])) == NODES
+    assert [r["exact"] for r in run["sizes"]] == [True] * 4
+
+    environment = cluster.ssh("node1", "cat /etc/environment").stdout
+    assert environment.startswith(ENV_SEED)
+    block = environment[len(ENV_SEED) :]
+    assert block.startswith("# BEGIN mpicluster") and block.endswith("# END mpicluster\n")
+    assert 'PATH="/custom/bin:/usr/bin:/bin"' in block  # the user's PATH, kept
+    assert 'OMPI_MCA_btl_tcp_if_include="192.168.63.0/24"' in block
+
+    authorized = cluster.ssh("node1", f"cat {home}/.ssh/authorized_keys").stdout
+    assert authorized.startswith(auth_before + KEY_SEED)
+    ours = authorized[len(auth_before + KEY_SEED) :].splitlines()
+    assert len(ours) == 1 and ours[0].endswith(" mpicluster:pytest")
+    assert ours[0].startswith('from="192.168.63.11,192.168.63.12,192.168.63.13" ssh-ed25519 ')
+
+
+def test_second_up_changes_nothing(inventory):
+    _, result = up_json(inventory)
+    assert {name: h["changed"] for name, h in result["hosts"].items()} == dict.fromkeys(NODES, 0)
+    assert result["smoke"]["ok"]
+
+
+def test_every_node_reaches_every_node_with_strict_host_keys(cluster, inventory):
+    inv = load_inventory(inventory)
+    targets = [n.name for n in inv.nodes] + [n.address for n in inv.nodes]
+    loop = " ".join(targets)
+    for node in NODES:
+        out = cluster.ssh(
+            node,
+            f"for t in {loop}; do ssh -o BatchMode=yes -o StrictHostKeyChecking=yes "
+            f"-o ControlMaster=no $t 'echo $(hostname)' || echo FAIL $t; done",
+        ).stdout.split()
+        assert out == NODES + NODES, f"from {node}: {out}"
+
+
+def test_keys_are_private_and_never_logged(cluster, inventory):
+    from mpicluster.cluster_key import cluster_dir
+
+    key_dir = cluster_dir("pytest")
+    private = (key_dir / "id_ed25519").read_text()
+    secret = "".join(private.splitlines()[1:-1])
+    assert oct((key_dir / "id_ed25519").stat().st_mode & 0o777) == "0o600"
+    logged = "".join(
+        p.read_text(errors="replace") for p in (key_dir / "runs").rglob("*") if p.is_file()
+    )
+    assert secret[:40] not in logged
+    for node in NODES:
+        mode = cluster.ssh(node, "stat -c %a ~/.ssh/mpicluster_pytest").stdout.strip()
+        assert mode == "600"
+
+
+def test_installed_ssh_files_do_not_bypass_host_keys(cluster, inventory):
+    for node in NODES:
+        files = "~/.ssh/config /etc/ssh/ssh_known_hosts /etc/ssh/ssh_config /etc/ssh/ssh_config.d/*"
+        text = cluster.ssh(node, f"cat {files} 2>/dev/null; true").stdout
+        assert "StrictHostKeyChecking yes" in text
+        assert bypasses(text) == [], node
+
+
+def test_smoke_names_the_node_whose_path_is_broken(cluster, inventory):
+    # Break PATH inside the managed block on node2 only: mpirun's ssh launch would fail there.
+    cluster.ssh("node2", r"""sudo sed -i 's|^PATH=.*|PATH="/nonexistent"|' /etc/environment""")
+    done = mpicluster("smoke", str(inventory), "--json", check=False)
+    assert done.returncode == 5, done.stderr
+    report = json.loads(done.stdout)
+    failed = {(p["source"], p["target"]) for p in report["pairs"] if not p["ok"]}
+    assert failed == {(src, "node2") for src in NODES}
+    problems = [p["problem"] for p in report["pairs"] if not p["ok"]]
+    assert all("PATH on node2" in p and "/etc/environment" in p for p in problems), problems
+    assert report["allreduce"]["ok"] is False
+
+    # up repairs it, and says so by changing exactly that node.
+    _, result = up_json(inventory)
+    assert {n: h["changed"] > 0 for n, h in result["hosts"].items()} == {
+        "node1": False,
+        "node2": True,
+        "node3": False,
+    }
+    assert result["smoke"]["ok"]
+
+
+def test_unreachable_node_stops_up_before_any_change(cluster, inventory, tmp_path):
+    from mpicluster.cluster_key import cluster_dir
+
+    bad = tmp_path / "extra.yaml"
+    bad.write_text(
+        inventory.read_text().replace(
+            "nodes:\n", "nodes:\n  - {name: ghost, address: 192.168.63.99}\n", 1
+        )
+    )
+    runs = cluster_dir("pytest") / "runs"
+    before = sorted(runs.iterdir())
+    done = mpicluster("up", str(bad), check=False)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: ghost: ")
+    assert "nothing was changed on any node" in done.stderr
+    assert sorted(runs.iterdir()) == before
+
+
+def test_hostfile_command(inventory, tmp_path):
+    assert mpicluster("hostfile", str(inventory), "--format", "mpich").stdout == (
+        "node1:1\nnode2:1\nnode3:1\n"
+    )
+    no_slots = tmp_path / "cores.yaml"
+    no_slots.write_text(
+        inventory.read_text().replace("    slots: 1  # the nodes share this machine's cores\n", "")
+    )
+    out = mpicluster("hostfile", str(no_slots)).stdout.splitlines()
+    assert [line.split()[0] for line in out] == NODES
+    assert all(int(line.split("slots=")[1]) >= 1 for line in out)

@@ -1,0 +1,64 @@
+"""Nothing mpicluster ships, installs or generates turns host-key checking off."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from mpicluster.inventory import parse_inventory
+
+REPO = Path(__file__).resolve().parents[2]
+BYPASS = re.compile(
+    r"StrictHostKeyChecking[\s=]+no\b|UserKnownHostsFile[\s=]+/dev/null|"
+    r"host_key_checking\s*=\s*(false|no|0)\b|HOST_KEY_CHECKING\s*=\s*(false|no|0)\b|"
+    r"AutoAddPolicy|WarningPolicy|accept-new\s*=\s*yes",
+    re.IGNORECASE,
+)
+
+
+def bypasses(text: str) -> list[str]:
+    return [m.group(0) for m in BYPASS.finditer(text)]
+
+
+def test_the_pattern_catches_what_it_should():
+    assert bypasses("ssh -o StrictHostKeyChecking=no host")
+    assert bypasses("    UserKnownHostsFile /dev/null")
+    assert bypasses("host_key_checking = False")
+    assert bypasses("client.set_missing_host_key_policy(paramiko.AutoAddPolicy())")
+    assert not bypasses("StrictHostKeyChecking yes")
+
+
+def test_no_shipped_file_bypasses_host_keys():
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    shipped = [f for f in files if not f.startswith("tests/")]
+    assert len(shipped) > 20
+    found = {}
+    for name in shipped:
+        path = REPO / name
+        if path.is_file():
+            hits = bypasses(path.read_text(encoding="utf-8", errors="replace"))
+            if hits:
+                found[name] = hits
+    assert found == {}
+
+
+def test_generated_run_inputs_do_not_bypass_host_keys(tmp_path, monkeypatch):
+    from mpicluster.ansible_run import prepare_run
+
+    monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
+    for accept_new in ("false", "true"):
+        inv = parse_inventory(
+            f"cluster: t\nssh: {{accept_new_host_keys: {accept_new}}}\nnodes: [{{name: n1}}]\n"
+        )
+        run_dir, command = prepare_run(tmp_path / accept_new, "t", inv, {}, {}, "site.yml")
+        for generated in run_dir.iterdir():
+            if generated.is_file():
+                assert bypasses(generated.read_text()) == [], generated
+        assert bypasses(command) == []
