@@ -455,6 +455,15 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
             local = Path(spec.url.removeprefix("file://"))
             if not local.is_file():
                 add((*loc, "url"), f"no such file: {local}")
+        if spec.url and (not spec.version or spec.version.endswith(".x")):
+            add((*loc, "version"), "give the exact version of the file at url")
+        elif not spec.url:
+            from mpicluster.stack.sources import resolve
+
+            try:
+                resolve(component, spec.version, None, None)
+            except UsageError as exc:
+                add((*loc, "version"), exc.message.split(": ", 1)[1])
     return problems
 
 

@@ -35,3 +35,8 @@ def data_path(name: str) -> Path:
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"mpicluster data file {name!r} is missing from this installation")
+
+
+def package_data(name: str) -> Path:
+    """A file in mpicluster/data (lockfile and the like), part of the package itself."""
+    return _PACKAGE / "data" / name

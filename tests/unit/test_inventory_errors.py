@@ -219,6 +219,28 @@ CASES = [
 ]
 
 
+CASES += [
+    (
+        "unpinned-version",
+        GOOD + "stack:\n  openmpi: {version: 6.0.x}\n",
+        ":6: stack.openmpi.version: no pinned openmpi release in 6.0.x",
+    ),
+    (
+        "url-without-version",
+        GOOD + "stack:\n  mpi4py: {url: 'https://x.org/m.tar.gz', sha256: " + "a" * 64 + "}\n",
+        ":6: stack.mpi4py.version: give the exact version",
+    ),
+    (
+        "source-file-missing",
+        GOOD
+        + "stack:\n  openmpi: {version: 4.1.4, url: /nonexistent/o.tar.xz, sha256: "
+        + "b" * 64
+        + "}\n",
+        ":6: stack.openmpi.url: no such file: /nonexistent/o.tar.xz",
+    ),
+]
+
+
 @pytest.fixture
 def write(tmp_path: Path):
     def _write(text: str) -> Path:

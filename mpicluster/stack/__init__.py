@@ -1,0 +1,1 @@
+"""The MPI stack: pinned sources, the source cache, fingerprints and the build plan."""
