@@ -205,6 +205,8 @@ class Stack(_Model):
 
 class Sources(_Model):
     cache: UserPath = "~/.cache/mpicluster/sources"
+    #: Packed builds (one per fingerprint) that new or reinstalled nodes get by copy.
+    artifacts: UserPath = "~/.cache/mpicluster/artifacts"
     #: A base URL (e.g. an internal HTTP server or file:///srv/mirror) tried before upstream.
     mirror: Url | None = None
 

@@ -1,0 +1,92 @@
+"""Build fingerprints: nodes with the same one share one build.
+
+A fingerprint hashes what a build depends on: the node's OS release and
+architecture, its compiler, Python and CUDA versions, the GPU architectures
+the build targets, every component's version, checksum and options, the
+wheelhouse contents, and the build recipe itself (the roles that build it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mpicluster.inventory import Inventory
+from mpicluster.paths import data_path
+from mpicluster.stack.sources import Source
+
+RECIPE_ROLES = ("build_deps", "stack_build")
+
+
+@dataclass(frozen=True)
+class Platform:
+    os: str
+    arch: str
+    python: str
+    gcc: str | None
+    cuda: str | None
+    gpu_archs: tuple[str, ...]
+
+    @property
+    def wheel_target(self) -> str:
+        """Names the wheelhouse this platform installs from."""
+        return f"cp{self.python.replace('.', '')}-{self.arch}"
+
+
+def platform_of(facts: dict[str, Any], inventory: Inventory, gpus: int) -> Platform:
+    archs: tuple[str, ...] = ()
+    cuda = facts.get("cuda") if gpus else None
+    if gpus:
+        wanted = inventory.stack.nccl.cuda_archs or [g["compute_cap"] for g in facts["gpus"]]
+        archs = tuple(sorted(set(wanted)))
+    return Platform(
+        os=f"{facts['os']['id']}-{facts['os']['version_id']}",
+        arch=facts["arch"],
+        python=facts["python"],
+        gcc=facts.get("gcc"),
+        cuda=cuda,
+        gpu_archs=archs,
+    )
+
+
+def recipe_digest() -> str:
+    """Changes whenever the build roles (or their patches) change."""
+    digest = hashlib.sha256()
+    roles = data_path("playbooks") / "roles"
+    for role in RECIPE_ROLES:
+        for path in sorted((roles / role).rglob("*")):
+            if path.is_file():
+                digest.update(str(path.relative_to(roles)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def options(inventory: Inventory, platform: Platform) -> dict[str, Any]:
+    stack = inventory.stack
+    cuda_aware = stack.openmpi.cuda if stack.openmpi.cuda != "auto" else platform.cuda is not None
+    return {
+        "prefix": stack.prefix,
+        "openmpi": {"cuda": bool(cuda_aware), "fortran": stack.openmpi.fortran,
+                    "configure_args": list(stack.openmpi.configure_args)},
+        "horovod": {"enabled": stack.horovod.enabled,
+                    "frameworks": sorted(stack.horovod.frameworks)},
+    }
+
+
+def fingerprint(
+    platform: Platform, sources: list[Source], inventory: Inventory, wheels_digest: str,
+    recipe: str,
+) -> tuple[str, dict[str, Any]]:
+    """(short fingerprint, the document it hashes) for one platform."""
+    document = {
+        "platform": platform.__dict__ | {"gpu_archs": list(platform.gpu_archs)},
+        "sources": {s.component: {"version": s.version, "sha256": s.sha256}
+                    for s in sources if s.component != "nccl" or platform.cuda},
+        "options": options(inventory, platform),
+        "wheels": wheels_digest,
+        "recipe": recipe,
+    }
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16], document

@@ -1,0 +1,69 @@
+"""Plan a source install: group nodes by fingerprint, pick builders, find what to install.
+
+For each fingerprint: if its artifact (the packed install tree) is in the control
+machine's artifact cache, nothing is built; otherwise one node of the group builds
+it (preferring a node that needs it anyway). Nodes whose active stack already has
+the fingerprint are left alone, which is what makes a second `up` change nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpicluster.errors import UsageError
+from mpicluster.inventory import Inventory
+from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
+from mpicluster.stack.sources import Source
+
+
+@dataclass
+class Group:
+    fingerprint: str
+    platform: Platform
+    document: dict[str, Any]
+    nodes: list[str]
+    install: list[str] = field(default_factory=list)  # nodes whose active stack differs
+    builder: str | None = None  # set when the artifact must be built
+    artifact: Path | None = None
+
+    @property
+    def needs_build(self) -> bool:
+        return self.builder is not None
+
+
+def artifact_path(artifacts: Path, fp: str) -> Path:
+    return artifacts / f"stack-{fp}.tar.gz"
+
+
+def plan(
+    inventory: Inventory,
+    facts: dict[str, dict[str, Any]],
+    sources: list[Source],
+    wheel_digests: dict[str, str],
+    recipe: str,
+    artifacts: Path,
+) -> list[Group]:
+    groups: dict[str, Group] = {}
+    for node in inventory.nodes:
+        node_facts = facts[node.name]
+        if node.gpus and not node_facts.get("cuda"):
+            raise UsageError(
+                f"{node.name}: the inventory says {node.gpus} GPU(s) but there is no CUDA "
+                f"toolkit at {inventory.stack.cuda_home}",
+                hint="install CUDA there, or set stack.cuda_home",
+            )
+        platform = platform_of(node_facts, inventory, node.gpus)
+        fp, document = fingerprint(platform, sources, inventory,
+                                   wheel_digests[platform.wheel_target], recipe)
+        group = groups.setdefault(fp, Group(fp, platform, document, []))
+        group.nodes.append(node.name)
+        current = node_facts.get("current") or {}
+        if current.get("fingerprint") != fp:
+            group.install.append(node.name)
+    for group in groups.values():
+        group.artifact = artifact_path(artifacts, group.fingerprint)
+        if group.install and not group.artifact.is_file():
+            group.builder = group.install[0]
+    return list(groups.values())
