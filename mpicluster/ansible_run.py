@@ -111,7 +111,11 @@ def ssh_args(inventory: Inventory) -> str:
     return " ".join(args)
 
 
-def hosts_yaml(inventory: Inventory, host_vars: dict[str, dict[str, Any]]) -> str:
+def hosts_yaml(
+    inventory: Inventory,
+    host_vars: dict[str, dict[str, Any]],
+    groups: dict[str, list[str]] | None = None,
+) -> str:
     hosts = {}
     for node in inventory.nodes:
         ssh = inventory.node_ssh(node)
@@ -125,7 +129,15 @@ def hosts_yaml(inventory: Inventory, host_vars: dict[str, dict[str, Any]]) -> st
             entry["ansible_ssh_extra_args"] = "-o IdentitiesOnly=yes"
         entry.update(host_vars.get(node.name, {}))
         hosts[node.name] = entry
-    data = {"all": {"hosts": hosts, "vars": {"ansible_python_interpreter": "auto_silent"}}}
+    children = {
+        name: {"hosts": dict.fromkeys(members)} if members else {}
+        for name, members in (groups or {}).items()
+    }
+    data: dict[str, Any] = {
+        "all": {"hosts": hosts, "vars": {"ansible_python_interpreter": "auto_silent"}}
+    }
+    if children:
+        data["all"]["children"] = children
     return yaml.safe_dump(data, sort_keys=False)
 
 
@@ -163,13 +175,14 @@ def prepare_run(
     extravars: dict[str, Any],
     host_vars: dict[str, dict[str, Any]],
     playbook: str,
+    groups: dict[str, list[str]] | None = None,
 ) -> tuple[Path, str]:
     """Write a run folder; return it and the equivalent ansible-playbook command."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     run_dir = runs_dir / f"{stamp}-{label}"
     (run_dir / "runner").mkdir(parents=True)
     playbooks = data_path("playbooks")
-    write_atomic(run_dir / "hosts.yml", hosts_yaml(inventory, host_vars))
+    write_atomic(run_dir / "hosts.yml", hosts_yaml(inventory, host_vars, groups))
     write_atomic(run_dir / "vars.yml", yaml.safe_dump(extravars, sort_keys=True))
     write_atomic(run_dir / "ansible.cfg", ansible_cfg(inventory, playbooks))
     command = (
@@ -190,12 +203,15 @@ def run_playbook(
     label: str,
     extravars: dict[str, Any],
     host_vars: dict[str, dict[str, Any]] | None = None,
+    groups: dict[str, list[str]] | None = None,
     on_event: EventSink | None = None,
     limit: list[str] | None = None,
 ) -> PlaybookResult:
     import ansible_runner
 
-    run_dir, command = prepare_run(runs_dir, label, inventory, extravars, host_vars or {}, playbook)
+    run_dir, command = prepare_run(
+        runs_dir, label, inventory, extravars, host_vars or {}, playbook, groups
+    )
     hosts = {node.name: HostStats(node.name) for node in inventory.nodes}
     sink = on_event or (lambda event: None)
     collector = _Collector(hosts, sink)
@@ -308,7 +324,10 @@ def _failure_message(result: dict[str, Any]) -> str:
     message = result.get("msg") or ""
     stderr = (result.get("stderr") or "").strip()
     if stderr:
-        message = f"{message}: {stderr.splitlines()[-1]}" if message else stderr.splitlines()[-1]
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        errors = [line for line in lines if line.lower().startswith(("error:", "fatal"))]
+        telling = (errors or lines)[0 if errors else -1]
+        message = f"{message}: {telling}" if message else telling
     if not message and result.get("rc") is not None:
         message = f"exited {result['rc']}"
     return " ".join(str(message).split())[:500] or "failed"

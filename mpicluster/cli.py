@@ -145,6 +145,57 @@ def smoke(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
             raise typer.Exit(exitcodes.SMOKE_FAILED)
 
 
+@app.command()
+def fetch(
+    inventory: InventoryArg,
+    python: Annotated[
+        str | None, typer.Option(help="Nodes' Python (e.g. 3.11) if they cannot be reached.")
+    ] = None,
+    arch: Annotated[str, typer.Option(help="Nodes' architecture, with --python.")] = "x86_64",
+) -> None:
+    """Download every source the inventory needs into the cache (sha256 verified).
+
+    Run it where the internet (or sources.mirror) is reachable; `up` then needs no
+    download, so nodes and an air-gapped control machine work offline.
+    """
+    from mpicluster.provision import probe_nodes
+    from mpicluster.stack.prepare import fetch as fetch_sources
+
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        if inv.stack.install != "source":
+            display.success("install: packages needs no sources")
+            return
+        if python:
+            fake = {
+                "os": {"id": "", "version_id": ""},
+                "arch": arch,
+                "python": python,
+                "gpus": [],
+                "cuda": None,
+            }
+            facts = {n.name: fake for n in inv.nodes}
+        else:
+            facts = probe_nodes(inv)
+        files, houses = fetch_sources(inv, facts, display.progress)
+        rows = [
+            [
+                name,
+                f.source.version,
+                str(f.path),
+                "downloaded" if f.fetched else "cached",
+                f.source.sha256[:16],
+            ]
+            for name, f in files.items()
+        ]
+        rows += [
+            [f"wheels {target}", f"{len(h.files)} files", str(h.path), "ready", h.digest]
+            for target, h in houses.items()
+        ]
+        display.table("source cache", ["component", "version", "file", "status", "sha256"], rows)
+
+
 def _up_json(result) -> dict:
     data: dict = {
         "cluster": result.cluster,
@@ -181,14 +232,14 @@ def hostfile(
     """Print a hostfile. Slots: the inventory's, else GPUs, else cores (asked over SSH)."""
     from mpicluster import hostfile as hostfiles
     from mpicluster.errors import UsageError
-    from mpicluster.provision import probe_nodes
+    from mpicluster.provision import cores_of, probe_nodes
 
     display = Display()
     with guarded(display):
         if fmt not in hostfiles.FORMATS:
             raise UsageError(f"--format {fmt!r}: one of {', '.join(hostfiles.FORMATS)}")
         inv = load_inventory(inventory)
-        cores = probe_nodes(inv) if hostfiles.needs_cores(inv) else {}
+        cores = cores_of(probe_nodes(inv)) if hostfiles.needs_cores(inv) else {}
         typer.echo(hostfiles.render(hostfiles.slots(inv, cores), fmt), nl=False)
 
 

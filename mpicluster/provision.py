@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,9 @@ from mpicluster.layout import Layout
 from mpicluster.names import is_ip
 from mpicluster.paths import data_path
 from mpicluster.smoke import PROGRAMS, SmokeReport, run_smoke
+from mpicluster.stack.prepare import StackPlan, prepare
+
+STACK_PROGRAMS = Path(__file__).resolve().parent / "stack" / "programs"
 
 Progress = Callable[[str], None]
 
@@ -54,21 +62,45 @@ class UpResult:
         return exitcodes.OK
 
 
-def probe_nodes(inventory: Inventory) -> dict[str, int]:
-    """Reach every node once before changing anything; return its core count.
+def probe_nodes(inventory: Inventory) -> dict[str, dict[str, Any]]:
+    """Reach every node once before changing anything; return what each node is.
 
     Raises HostsUnreachable naming each node that cannot be reached and why.
     """
-    # absolute: the node's PATH may be the very thing up has to repair
-    results = transport.run_everywhere(inventory, "/usr/bin/nproc", timeout=30)
-    reasons = {
-        name: r.error or f"`nproc` failed: {r.stderr.strip()}"
-        for name, r in results.items()
-        if not r.ok
-    }
+    script = (STACK_PROGRAMS / "node_facts.py").read_text()
+    command = " ".join(
+        shlex.quote(a)
+        for a in (
+            # absolute: the node's PATH may be the very thing up has to repair
+            "/usr/bin/python3",
+            "-",
+            inventory.stack.prefix,
+            inventory.stack.cuda_home,
+        )
+    )
+    results = transport.run_everywhere(inventory, command, stdin=script, timeout=60)
+    reasons = {}
+    facts = {}
+    for name, result in results.items():
+        if not result.ok:
+            reasons[name] = result.error or f"probe failed: {_last_line(result.stderr)}"
+            continue
+        try:
+            facts[name] = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            reasons[name] = f"probe printed no facts: {_last_line(result.stdout)}"
     if reasons:
         raise HostsUnreachable(reasons)
-    return {name: int(r.stdout.strip() or 1) for name, r in results.items()}
+    return facts
+
+
+def cores_of(facts: dict[str, dict[str, Any]]) -> dict[str, int]:
+    return {name: int(f.get("nproc") or 1) for name, f in facts.items()}
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
 
 
 def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
@@ -132,6 +164,27 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def cluster_lock(cluster: str) -> Iterator[None]:
+    """One `up` per cluster at a time on this control machine."""
+    directory = cluster_dir(cluster)
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "up.lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise MpiclusterError(
+                f"another `mpicluster up` is running for cluster {cluster} ({holder})"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        yield
+
+
 def up(
     inventory: Inventory,
     *,
@@ -142,19 +195,44 @@ def up(
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
     result = UpResult(inventory.cluster)
-    progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
-    cores = probe_nodes(inventory)
-    variables = extravars(inventory, cores)
-    progress("Running playbooks/site.yml")
-    result.playbook = run_playbook(
-        inventory,
-        "site.yml",
-        runs_dir=cluster_dir(inventory.cluster) / "runs",
-        label="up",
-        extravars=variables,
-        on_event=on_event,
-    )
-    if result.playbook.ok and smoke:
-        result.smoke = run_smoke(inventory, progress)
+    with cluster_lock(inventory.cluster):
+        progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
+        facts = probe_nodes(inventory)
+        variables = extravars(inventory, cores_of(facts))
+        stack = StackPlan()
+        if inventory.stack.install == "source":
+            stack = prepare(inventory, facts, progress)
+            for line in describe_plan(stack):
+                progress(line)
+            variables |= stack.variables
+        progress("Running playbooks/site.yml")
+        result.playbook = run_playbook(
+            inventory,
+            "site.yml",
+            runs_dir=cluster_dir(inventory.cluster) / "runs",
+            label="up",
+            extravars=variables,
+            host_vars=stack.host_vars,
+            groups={"stack_builders": stack.builders, "stack_installers": stack.installers},
+            on_event=on_event,
+        )
+        if result.playbook.ok and smoke:
+            result.smoke = run_smoke(inventory, progress)
     result.seconds = time.monotonic() - started
     return result
+
+
+def describe_plan(stack: StackPlan) -> list[str]:
+    lines = []
+    for group in stack.groups:
+        head = f"Stack {group.fingerprint} ({group.platform.os}, {group.platform.arch}"
+        head += f", CUDA {group.platform.cuda})" if group.platform.cuda else ")"
+        if not group.install:
+            lines.append(f"{head}: already active on {', '.join(group.nodes)}")
+        elif group.builder:
+            lines.append(
+                f"{head}: build on {group.builder}, then install on {', '.join(group.install)}"
+            )
+        else:
+            lines.append(f"{head}: install from the artifact cache on {', '.join(group.install)}")
+    return lines

@@ -191,9 +191,13 @@ def show_smoke(display: Display, report) -> None:
     for pair in report.pairs:
         if not pair.ok:
             display.error(f"{pair.source} -> {pair.target}: {pair.problem}")
-    run = report.allreduce
-    if run is None:
-        return
+    for run in (report.allreduce, report.horovod):
+        if run is not None:
+            _show_allreduce(display, run)
+
+
+def _show_allreduce(display: Display, run) -> None:
+    title = "MPI allreduce" if run.kind == "mpi4py" else "Horovod allreduce"
     if run.ok:
         rows = [
             [
@@ -207,13 +211,13 @@ def show_smoke(display: Display, report) -> None:
             for r in run.sizes
         ]
         display.table(
-            f"MPI allreduce: {run.ranks} ranks on {len(set(run.hosts))} nodes from {run.head} "
+            f"{title}: {run.ranks} ranks on {len(set(run.hosts))} nodes from {run.head} "
             f"({run.library})",
             ["elements", "size", "time (ms)", "algbw (GB/s)", "busbw (GB/s)", "result"],
             rows,
         )
     else:
-        display.error(f"allreduce from {run.head}: {run.problem}", run.cause)
+        display.error(f"{title} from {run.head}: {run.problem}", run.cause)
         if run.output_tail:
             display.err.print(escape(run.output_tail), style="dim")
 

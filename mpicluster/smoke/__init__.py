@@ -38,6 +38,7 @@ class PairResult:
 class AllreduceResult:
     ok: bool
     head: str
+    kind: str = "mpi4py"
     ranks: int = 0
     hosts: list[str] = field(default_factory=list)
     library: str = ""
@@ -55,6 +56,7 @@ class SmokeReport:
     pairs: list[PairResult]
     allreduce: AllreduceResult | None
     seconds: float = 0.0
+    horovod: AllreduceResult | None = None
 
     @property
     def matrix_ok(self) -> bool:
@@ -62,7 +64,8 @@ class SmokeReport:
 
     @property
     def ok(self) -> bool:
-        return self.matrix_ok and self.allreduce is not None and self.allreduce.ok
+        mpi_ok = self.matrix_ok and self.allreduce is not None and self.allreduce.ok
+        return mpi_ok and (self.horovod is None or self.horovod.ok)
 
     def pair(self, source: str, target: str) -> PairResult | None:
         return next((p for p in self.pairs if p.source == source and p.target == target), None)
@@ -76,6 +79,7 @@ class SmokeReport:
             "matrix_ok": self.matrix_ok,
             "pairs": [asdict(p) for p in self.pairs],
             "allreduce": asdict(self.allreduce) if self.allreduce else None,
+            "horovod": asdict(self.horovod) if self.horovod else None,
             "seconds": self.seconds,
         }
 
@@ -89,10 +93,13 @@ def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
         f"x{len(inventory.nodes)})"
     )
     pairs = env_matrix(inventory, lay)
-    allreduce = None
+    allreduce = horovod = None
     if all(p.ok for p in pairs):
-        progress("Smoke test: MPI allreduce across all nodes")
+        progress("Smoke test: MPI allreduce across all nodes (mpi4py)")
         allreduce = run_allreduce(inventory, lay)
+        if allreduce.ok and lay.install == "source" and inventory.stack.horovod.enabled:
+            progress("Smoke test: Horovod allreduce across all nodes (PyTorch)")
+            horovod = run_allreduce(inventory, lay, kind="horovod")
     else:
         bad = sum(not p.ok for p in pairs)
         allreduce = AllreduceResult(
@@ -102,7 +109,7 @@ def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
             cause="mpirun needs working ssh and PATH between every pair; fix the matrix first",
         )
     return SmokeReport(
-        [n.name for n in inventory.nodes], pairs, allreduce, time.monotonic() - started
+        [n.name for n in inventory.nodes], pairs, allreduce, time.monotonic() - started, horovod
     )
 
 
@@ -192,7 +199,13 @@ def _ssh_cause(source: str, target: str, stderr: str) -> str:
     )
 
 
-def mpirun_command(inventory: Inventory, lay: Layout, major: int, user: str) -> str:
+PROGRAM = {"mpi4py": "allreduce.py", "horovod": "hvd_allreduce.py"}
+SIZES = {"mpi4py": ALLREDUCE_SIZES, "horovod": [1, 1024, 1048576]}
+
+
+def mpirun_command(
+    inventory: Inventory, lay: Layout, major: int, user: str, kind: str = "mpi4py"
+) -> str:
     # No -np: one rank per slot of the hostfile `up` wrote, on every node.
     parts = [f"{lay.mpi_bin}/mpirun", "--hostfile", paths.HOSTFILE, "--map-by", "node"]
     if user == "root":
@@ -204,11 +217,13 @@ def mpirun_command(inventory: Inventory, lay: Layout, major: int, user: str) -> 
             parts += ["--prtemca", "oob_tcp_if_include", selector]
         else:
             parts += ["--mca", "oob_tcp_if_include", selector]
-    parts += [lay.python, f"{paths.SMOKE_DIR}/allreduce.py", *map(str, ALLREDUCE_SIZES)]
+    parts += [lay.python, f"{paths.SMOKE_DIR}/{PROGRAM[kind]}", *map(str, SIZES[kind])]
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def run_allreduce(inventory: Inventory, lay: Layout, timeout: float = 180) -> AllreduceResult:
+def run_allreduce(
+    inventory: Inventory, lay: Layout, timeout: float = 180, kind: str = "mpi4py"
+) -> AllreduceResult:
     head = inventory.nodes[0]
     user = inventory.node_ssh(head).user
     version = transport.run_on(inventory, head, f"{lay.mpi_bin}/mpirun --version", timeout=30)
@@ -216,12 +231,13 @@ def run_allreduce(inventory: Inventory, lay: Layout, timeout: float = 180) -> Al
         return AllreduceResult(
             False,
             head.name,
+            kind,
             problem="`mpirun --version` failed on the head",
             cause=version.error or _last(version.stdout + version.stderr),
         )
     match = re.search(r"(\d+)\.(\d+)", version.stdout)
     major = int(match.group(1)) if match else 4
-    command = mpirun_command(inventory, lay, major, user)
+    command = mpirun_command(inventory, lay, major, user, kind)
     started = time.monotonic()
     result = transport.run_on(
         inventory, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
@@ -231,6 +247,7 @@ def run_allreduce(inventory: Inventory, lay: Layout, timeout: float = 180) -> Al
     base = AllreduceResult(
         False,
         head.name,
+        kind,
         command=command,
         seconds=seconds,
         output_tail="\n".join(output.splitlines()[-15:]),
@@ -289,6 +306,7 @@ def _mpirun_cause(output: str) -> str:
         ),
         ("not enough slots", "the hostfile has fewer slots than ranks"),
         ("no module named 'mpi4py'", "mpi4py is missing from the Python on some node"),
+        ("no module named 'horovod'", "Horovod is missing from the Python on some node"),
         ("no route to host", "a firewall or routing problem between nodes"),
         ("connection refused", "a firewall rejecting MPI's TCP ports between nodes"),
         (

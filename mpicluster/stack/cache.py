@@ -137,7 +137,7 @@ def _open(url: str):
     if url.startswith("/"):
         return Path(url).open("rb")
     if url.startswith("file://"):
-        return Path(urllib.request.url2pathname(url[len("file://"):])).open("rb")
+        return Path(urllib.request.url2pathname(url[len("file://") :])).open("rb")
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"unsupported URL {url}")
     request = urllib.request.Request(url, headers={"User-Agent": "mpicluster"})  # noqa: S310

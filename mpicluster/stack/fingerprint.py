@@ -68,22 +68,33 @@ def options(inventory: Inventory, platform: Platform) -> dict[str, Any]:
     cuda_aware = stack.openmpi.cuda if stack.openmpi.cuda != "auto" else platform.cuda is not None
     return {
         "prefix": stack.prefix,
-        "openmpi": {"cuda": bool(cuda_aware), "fortran": stack.openmpi.fortran,
-                    "configure_args": list(stack.openmpi.configure_args)},
-        "horovod": {"enabled": stack.horovod.enabled,
-                    "frameworks": sorted(stack.horovod.frameworks)},
+        "openmpi": {
+            "cuda": bool(cuda_aware),
+            "fortran": stack.openmpi.fortran,
+            "configure_args": list(stack.openmpi.configure_args),
+        },
+        "horovod": {
+            "enabled": stack.horovod.enabled,
+            "frameworks": sorted(stack.horovod.frameworks),
+        },
     }
 
 
 def fingerprint(
-    platform: Platform, sources: list[Source], inventory: Inventory, wheels_digest: str,
+    platform: Platform,
+    sources: list[Source],
+    inventory: Inventory,
+    wheels_digest: str,
     recipe: str,
 ) -> tuple[str, dict[str, Any]]:
     """(short fingerprint, the document it hashes) for one platform."""
     document = {
         "platform": platform.__dict__ | {"gpu_archs": list(platform.gpu_archs)},
-        "sources": {s.component: {"version": s.version, "sha256": s.sha256}
-                    for s in sources if s.component != "nccl" or platform.cuda},
+        "sources": {
+            s.component: {"version": s.version, "sha256": s.sha256}
+            for s in sources
+            if s.component != "nccl" or platform.cuda
+        },
         "options": options(inventory, platform),
         "wheels": wheels_digest,
         "recipe": recipe,

@@ -55,8 +55,9 @@ def plan(
                 hint="install CUDA there, or set stack.cuda_home",
             )
         platform = platform_of(node_facts, inventory, node.gpus)
-        fp, document = fingerprint(platform, sources, inventory,
-                                   wheel_digests[platform.wheel_target], recipe)
+        fp, document = fingerprint(
+            platform, sources, inventory, wheel_digests[platform.wheel_target], recipe
+        )
         group = groups.setdefault(fp, Group(fp, platform, document, []))
         group.nodes.append(node.name)
         current = node_facts.get("current") or {}

@@ -62,13 +62,17 @@ def resolve(component: str, version: str | None, url: str | None, sha256: str | 
         matching = [v for v in releases if v.startswith(series)]
         if not matching:
             known = ", ".join(sorted(releases, key=_version_key))
-            raise UsageError(f"{where}.version: no pinned {component} release in {wanted} "
-                             f"(pinned: {known}); give url and sha256 for another")
+            raise UsageError(
+                f"{where}.version: no pinned {component} release in {wanted} "
+                f"(pinned: {known}); give url and sha256 for another"
+            )
         wanted = max(matching, key=_version_key)
     if wanted not in releases:
         known = ", ".join(sorted(releases, key=_version_key))
-        raise UsageError(f"{where}.version: {component} {wanted} is not pinned (pinned: {known}); "
-                         "give url and sha256 beside it")
+        raise UsageError(
+            f"{where}.version: {component} {wanted} is not pinned (pinned: {known}); "
+            "give url and sha256 beside it"
+        )
     pin = releases[wanted]
     return Source(component, wanted, pin["url"], pin["sha256"], pin.get("filename", ""))
 
@@ -83,8 +87,15 @@ def needed(inventory: Inventory) -> list[Source]:
         wanted.append("nccl")
     if stack.horovod.enabled:
         wanted.append("horovod")
-    return [resolve(name, getattr(stack, name).version, getattr(stack, name).url,
-                    getattr(stack, name).sha256) for name in wanted]
+    return [
+        resolve(
+            name,
+            getattr(stack, name).version,
+            getattr(stack, name).url,
+            getattr(stack, name).sha256,
+        )
+        for name in wanted
+    ]
 
 
 def pytorch_version(inventory: Inventory) -> str:

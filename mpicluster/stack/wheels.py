@@ -22,7 +22,7 @@ from mpicluster.stack.fingerprint import Platform
 Progress = Callable[[str], None]
 
 #: What building mpi4py and Horovod offline needs, and Horovod's own dependencies.
-BUILD_REQUIREMENTS = ["setuptools>=64,<81", "wheel", "packaging"]
+BUILD_REQUIREMENTS = ["setuptools>=64,<81", "wheel", "packaging", "cython>=3.0.1"]
 HOROVOD_REQUIREMENTS = ["cloudpickle", "psutil", "pyyaml", "cffi>=1.4.0"]
 MANYLINUX = ["manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "manylinux1"]
 
@@ -35,8 +35,9 @@ class Wheelhouse:
 
     @property
     def digest(self) -> str:
-        canonical = json.dumps({"requirements": self.requirements, "files": self.files},
-                               sort_keys=True)
+        canonical = json.dumps(
+            {"requirements": self.requirements, "files": self.files}, sort_keys=True
+        )
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -50,8 +51,12 @@ def requirements(horovod: bool, pytorch_version: str | None) -> list[str]:
 
 
 def ensure_wheelhouse(
-    cache_root: Path, platform: Platform, wanted: list[str], progress: Progress,
-    *, offline: bool = False,
+    cache_root: Path,
+    platform: Platform,
+    wanted: list[str],
+    progress: Progress,
+    *,
+    offline: bool = False,
 ) -> Wheelhouse:
     folder = cache_root / "wheels" / platform.wheel_target
     manifest = folder / "manifest.json"
@@ -68,13 +73,28 @@ def ensure_wheelhouse(
         )
     folder.mkdir(parents=True, exist_ok=True)
     progress(f"Downloading Python wheels for {platform.wheel_target}: {', '.join(wanted)}")
-    argv = [sys.executable, "-m", "pip", "download", "--dest", str(folder),
-            "--only-binary=:all:", "--implementation", "cp",
-            "--python-version", platform.python, "--progress-bar", "off"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--dest",
+        str(folder),
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        platform.python,
+        "--progress-bar",
+        "off",
+    ]
     for tag in MANYLINUX:
         argv += ["--platform", f"{tag}_{platform.arch}"]
-    proc.run([*argv, *wanted], hint="pip could not download the wheels the nodes need; "
-             "check your index (PIP_INDEX_URL) or pre-seed the folder")
+    proc.run(
+        [*argv, *wanted],
+        hint="pip could not download the wheels the nodes need; "
+        "check your index (PIP_INDEX_URL) or pre-seed the folder",
+    )
     files = {p.name: sha256_of(p) for p in sorted(folder.glob("*.whl"))}
     manifest.write_text(json.dumps({"requirements": wanted, "files": files}, indent=2) + "\n")
     return Wheelhouse(folder, tuple(wanted), files)

@@ -55,8 +55,9 @@ def cuda_version(cuda_home):
 
 
 def gpus():
-    out = run(["nvidia-smi", "--query-gpu=compute_cap,name,driver_version",
-               "--format=csv,noheader"])
+    out = run(
+        ["nvidia-smi", "--query-gpu=compute_cap,name,driver_version", "--format=csv,noheader"]
+    )
     if out is None:
         return []
     found = []

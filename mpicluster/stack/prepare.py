@@ -1,0 +1,158 @@
+"""Get a source install ready to run: sources and wheels cached, fingerprints planned,
+and the variables the build and install roles read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpicluster import __version__
+from mpicluster.inventory import Inventory
+from mpicluster.stack import recipe, sources, wheels
+from mpicluster.stack.cache import CachedFile, SourceCache
+from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
+from mpicluster.stack.plan import Group, plan
+
+Progress = Callable[[str], None]
+
+#: Horovod 0.28.x files that force C++14 (see the stack_build role's horovod.yml).
+HOROVOD_CXX14_FILES = ["CMakeLists.txt", "horovod/torch/CMakeLists.txt"]
+
+
+@dataclass
+class StackPlan:
+    groups: list[Group] = field(default_factory=list)
+    variables: dict[str, Any] = field(default_factory=dict)
+    host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    builders: list[str] = field(default_factory=list)
+    installers: list[str] = field(default_factory=list)
+
+
+def cache_of(inventory: Inventory) -> SourceCache:
+    return SourceCache(inventory.resolve_path(inventory.sources.cache), inventory.sources.mirror)
+
+
+def fetch(
+    inventory: Inventory,
+    facts: dict[str, dict[str, Any]],
+    progress: Progress,
+    *,
+    offline: bool = False,
+) -> tuple[dict[str, CachedFile], dict[str, wheels.Wheelhouse]]:
+    """Every source and wheelhouse the inventory needs, verified, in the cache."""
+    cache = cache_of(inventory)
+    files = {}
+    for source in sources.needed(inventory):
+        files[source.component] = cache.ensure(source, progress, offline=offline)
+    houses = {}
+    wanted = wheels.requirements(
+        inventory.stack.horovod.enabled,
+        sources.pytorch_version(inventory) if inventory.stack.horovod.enabled else None,
+    )
+    for platform in _platforms(inventory, facts).values():
+        if platform.wheel_target not in houses:
+            houses[platform.wheel_target] = wheels.ensure_wheelhouse(
+                cache.root, platform, wanted, progress, offline=offline
+            )
+    return files, houses
+
+
+def prepare(
+    inventory: Inventory,
+    facts: dict[str, dict[str, Any]],
+    progress: Progress,
+    *,
+    offline: bool = False,
+) -> StackPlan:
+    cached, houses = fetch(inventory, facts, progress, offline=offline)
+    files = {name: entry.path for name, entry in cached.items()}
+    needed = sources.needed(inventory)
+    artifacts = inventory.resolve_path(inventory.sources.artifacts)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    groups = plan(
+        inventory,
+        facts,
+        needed,
+        {t: h.digest for t, h in houses.items()},
+        recipe_digest(),
+        artifacts,
+    )
+    result = StackPlan(groups)
+    specs = {}
+    for group in groups:
+        specs[group.fingerprint] = _group_spec(
+            inventory, group, needed, files, houses[group.platform.wheel_target]
+        )
+        for name in group.nodes:
+            result.host_vars[name] = {"mpicluster_stack_fingerprint": group.fingerprint}
+        if group.builder:
+            result.builders.append(group.builder)
+        result.installers += group.install
+    result.variables = {"mpicluster_stack_groups": specs}
+    return result
+
+
+def _platforms(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> dict[str, Platform]:
+    return {n.name: platform_of(facts[n.name], inventory, n.gpus) for n in inventory.nodes}
+
+
+def _group_spec(
+    inventory: Inventory,
+    group: Group,
+    needed: list[sources.Source],
+    files: dict[str, Path],
+    house: wheels.Wheelhouse,
+) -> dict[str, Any]:
+    stack = inventory.stack
+    by_name = {s.component: s for s in needed}
+    platform = group.platform
+    stack_dir = f"{stack.prefix}/stacks/{group.fingerprint}"
+    cuda_home = stack.cuda_home if platform.cuda else None
+    cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
+    spec: dict[str, Any] = {
+        "artifact": str(group.artifact),
+        "wheelhouse": str(house.path),
+        "sources": {
+            name: {"path": str(files[name]), "filename": source.filename, "version": source.version}
+            for name, source in by_name.items()
+            if name != "nccl" or cuda_home
+        },
+        "openmpi_configure_args": recipe.openmpi_configure_args(
+            by_name["openmpi"],
+            stack_dir,
+            cuda_home=cuda_home if cuda_aware else None,
+            fortran=stack.openmpi.fortran,
+            extra=list(stack.openmpi.configure_args),
+        ),
+        "cuda_aware": cuda_aware,
+        "build_requirements": list(wheels.BUILD_REQUIREMENTS),
+        "nccl": None,
+        "horovod": None,
+        "record": {
+            "fingerprint": group.fingerprint,
+            "inputs": group.document,
+            "versions": {
+                s.component: s.version for s in needed if s.component != "nccl" or cuda_home
+            },
+            "mpicluster": __version__,
+        },
+    }
+    if cuda_home and "nccl" in by_name:
+        spec["nccl"] = {
+            "archs": list(platform.gpu_archs),
+            "cuda_home": cuda_home,
+            "gencode": recipe.nvcc_gencode(platform.gpu_archs),
+        }
+    if stack.horovod.enabled:
+        torch = f"torch=={sources.pytorch_version(inventory)}"
+        spec["horovod"] = {
+            "requirements": [*wheels.HOROVOD_REQUIREMENTS, torch],
+            "env": recipe.horovod_env(
+                cuda_home=cuda_home, nccl_home=stack_dir if spec["nccl"] else None
+            ),
+            "cxx17_files": HOROVOD_CXX14_FILES,
+        }
+        spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)
+    return spec

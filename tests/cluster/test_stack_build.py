@@ -1,0 +1,187 @@
+"""The from-source stack on a real 3-node cluster: Open MPI 4.1.4 (Debian's copy of the
+upstream tree), mpi4py and Horovod with PyTorch on CPU, built ONCE and installed on all
+nodes by copy; an interrupted build, a checksum mismatch, a rerun and a node added later.
+
+This is the slow test (Open MPI alone compiles for about 10 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, mpicluster, start_local_cluster
+from tests.seed import seed_cache
+
+pytestmark = pytest.mark.cluster
+
+NAME, SUBNET = "pytest-build", "192.168.67.0/24"
+PREFIX = "/opt/mpicluster"
+
+
+def stack_section(openmpi: dict[str, str], cache: Path, artifacts: Path) -> str:
+    return (
+        "stack:\n  install: source\n"
+        f"  openmpi: {{version: '{openmpi['version']}', url: '{openmpi['url']}', "
+        f"sha256: {openmpi['sha256']}}}\n"
+        f"sources:\n  cache: {cache}\n  artifacts: {artifacts}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    work = tmp_path_factory.mktemp("build")
+    cache, artifacts = work / "sources", work / "artifacts"
+    openmpi = seed_cache(cache)
+    generated = work / "generated.yaml"
+    mpicluster("local", "down", "--name", NAME, check=False)
+    cluster = start_local_cluster(NAME, 3, SUBNET, generated)
+    inventory = work / "source.yaml"
+
+    def write_inventory() -> Path:
+        inventory.write_text(generated.read_text() + stack_section(openmpi, cache, artifacts))
+        return inventory
+
+    write_inventory()
+    yield {
+        "cluster": cluster,
+        "inventory": inventory,
+        "openmpi": openmpi,
+        "work": work,
+        "artifacts": artifacts,
+        "rewrite": write_inventory,
+        "generated": generated,
+    }
+    mpicluster("local", "down", "--name", NAME, check=False)
+
+
+def on_path(cluster, node: str) -> str:
+    """What a non-interactive ssh login on `node` resolves mpirun to ('' for nothing)."""
+    return cluster.ssh(node, "command -v mpirun || true").stdout.strip()
+
+
+def test_checksum_mismatch_is_refused_and_nothing_installed(build, tmp_path):
+    bad = dict(build["openmpi"], sha256="0" * 64)
+    empty_cache = tmp_path / "cache"
+    inventory = tmp_path / "bad.yaml"
+    inventory.write_text(
+        build["generated"].read_text() + stack_section(bad, empty_cache, tmp_path / "artifacts")
+    )
+    done = mpicluster("up", str(inventory), check=False)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "does not match the pin " + "0" * 64 in last and "nothing was installed" in last
+    assert not empty_cache.exists() or list(empty_cache.iterdir()) == []  # no partial file
+    for node in ("node1", "node2", "node3"):
+        assert build["cluster"].ssh(node, f"test -e {PREFIX}", check=False).returncode == 1
+
+
+def test_interrupted_build_leaves_nothing_on_path(build):
+    cluster = build["cluster"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mpicluster", "up", str(build["inventory"])],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    compiling = threading.Event()
+    lines: list[str] = []
+
+    def watch() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "Compile Open MPI" in line:
+                compiling.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    assert compiling.wait(900), "".join(lines[-30:])
+    time.sleep(20)  # make is running on the builder now
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does to the whole command
+    try:
+        proc.wait(120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode != 0
+    for node in ("node1", "node2", "node3"):
+        assert on_path(cluster, node) == "", node
+        assert cluster.ssh(node, f"test -e {PREFIX}/current", check=False).returncode == 1
+        complete = cluster.ssh(node, f"ls {PREFIX}/stacks/*/FINGERPRINT.json 2>/dev/null; true")
+        assert complete.stdout.strip() == "", node
+
+
+def test_rerun_builds_once_installs_everywhere_and_verifies(build):
+    cluster = build["cluster"]
+    done = mpicluster("up", str(build["inventory"]), "--json", check=False, timeout=3600)
+    assert done.returncode == 0, done.stderr[-6000:]
+    assert "build on node1, then install on node1, node2, node3" in done.stderr
+    result = json.loads(done.stdout)
+    smoke = result["smoke"]
+    assert smoke["ok"], smoke
+    assert smoke["allreduce"]["ranks"] == 3 and "Open MPI v4.1.4" in smoke["allreduce"]["library"]
+    hvd = smoke["horovod"]
+    assert hvd["ok"] and hvd["ranks"] == 3
+    assert sorted(set(hvd["hosts"])) == ["node1", "node2", "node3"]
+    assert all(r["exact"] for r in hvd["sizes"])
+
+    prints = {
+        n: json.loads(cluster.ssh(n, f"cat {PREFIX}/current/FINGERPRINT.json").stdout)
+        for n in ("node1", "node2", "node3")
+    }
+    fingerprints = {p["fingerprint"] for p in prints.values()}
+    assert len(fingerprints) == 1
+    fp = fingerprints.pop()
+    assert {p["builder"] for p in prints.values()} == {"node1"}
+    assert (build["artifacts"] / f"stack-{fp}.tar.gz").is_file()
+    for node in ("node1", "node2", "node3"):
+        assert on_path(cluster, node) == f"{PREFIX}/current/bin/mpirun"
+        stacks = cluster.ssh(node, f"ls -A {PREFIX}/stacks").stdout.split()
+        assert stacks == [fp], node  # nothing half-installed beside it
+        version = cluster.ssh(node, "python -m mpi4py --mpi-lib-version").stdout
+        assert "Open MPI v4.1.4" in version
+        marked = cluster.ssh(
+            node, "grep -l MPICLUSTER_BUILD= /proc/[0-9]*/environ 2>/dev/null | wc -l"
+        ).stdout.strip()
+        assert marked == "0", f"{node}: build processes still running"
+    # Built once: only the builder has a compiler; the others got the tree by copy.
+    assert cluster.ssh("node1", "command -v gcc", check=False).returncode == 0
+    for node in ("node2", "node3"):
+        assert cluster.ssh(node, "command -v gcc", check=False).returncode != 0, node
+    assert cluster.ssh("node1", "ls -A /var/tmp/mpicluster").stdout.strip() == ""
+
+
+def test_second_up_builds_and_changes_nothing(build):
+    done = mpicluster("up", str(build["inventory"]), "--json", check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "already active on node1, node2, node3" in done.stderr
+    result = json.loads(done.stdout)
+    assert {n: h["changed"] for n, h in result["hosts"].items()} == {
+        "node1": 0,
+        "node2": 0,
+        "node3": 0,
+    }
+
+
+def test_node_added_later_installs_from_the_cache(build):
+    start_local_cluster(NAME, 4, SUBNET, build["generated"])
+    inventory = build["rewrite"]()
+    done = mpicluster("up", str(inventory), "--json", check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "install from the artifact cache on node4" in done.stderr
+    result = json.loads(done.stdout)
+    assert result["hosts"]["node4"]["changed"] > 0
+    assert result["smoke"]["ok"] and result["smoke"]["horovod"]["ranks"] == 4
+    cluster = build["cluster"]
+    assert on_path(cluster, "node4") == f"{PREFIX}/current/bin/mpirun"
+    assert cluster.ssh("node4", "command -v gcc", check=False).returncode != 0
+    assert "build on" not in done.stderr  # from the artifact cache, no rebuild
