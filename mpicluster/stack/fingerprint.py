@@ -17,7 +17,17 @@ from mpicluster.inventory import Inventory
 from mpicluster.paths import data_path
 from mpicluster.stack.sources import Source
 
-RECIPE_ROLES = ("build_deps", "stack_build")
+#: The role files that decide what a build produces (not how it is packed or checked).
+RECIPE_FILES = (
+    "build_deps/defaults/main.yml",
+    "build_deps/tasks/main.yml",
+    "stack_build/defaults/main.yml",
+    "stack_build/tasks/build.yml",
+    "stack_build/tasks/openmpi.yml",
+    "stack_build/tasks/nccl.yml",
+    "stack_build/tasks/python.yml",
+    "stack_build/tasks/horovod.yml",
+)
 
 
 @dataclass(frozen=True)
@@ -52,14 +62,12 @@ def platform_of(facts: dict[str, Any], inventory: Inventory, gpus: int) -> Platf
 
 
 def recipe_digest() -> str:
-    """Changes whenever the build roles (or their patches) change."""
+    """Changes whenever the build recipe (or its patches) changes."""
     digest = hashlib.sha256()
     roles = data_path("playbooks") / "roles"
-    for role in RECIPE_ROLES:
-        for path in sorted((roles / role).rglob("*")):
-            if path.is_file():
-                digest.update(str(path.relative_to(roles)).encode())
-                digest.update(path.read_bytes())
+    for name in RECIPE_FILES:
+        digest.update(name.encode())
+        digest.update((roles / name).read_bytes())
     return digest.hexdigest()
 
 

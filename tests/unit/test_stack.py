@@ -152,3 +152,9 @@ def test_gpu_nodes_without_cuda_are_refused(tmp_path):
     inv = parse_inventory("cluster: t\nnodes:\n  - {name: g, gpus: 8}\n")
     with pytest.raises(UsageError, match="no CUDA toolkit"):
         plan(inv, {"g": FACTS}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path)
+
+
+def test_recipe_digest_covers_existing_role_files():
+    from mpicluster.stack.fingerprint import recipe_digest
+
+    assert len(recipe_digest()) == 64

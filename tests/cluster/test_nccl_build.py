@@ -1,0 +1,106 @@
+"""The NCCL role, for real, whenever a NCCL source tarball is in the source cache.
+
+No registry these machines reach carries NCCL's source, so CI has none and this test
+is skipped there (and says why). With a tarball (MPICLUSTER_NCCL_TARBALL, or
+nccl-*.tar.gz in the default source cache) it runs the stack_build role's NCCL tasks
+on this machine, which has CUDA's compiler (/usr/local/cuda) but no GPU, and checks
+the library and header it installs. MPICLUSTER_NCCL_ONLY_FUNCS (default "AllReduce Sum
+f32 RING SIMPLE") limits the device code, since every collective for one architecture
+takes about 28 minutes on 2 cores; set it to "" for the full build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpicluster.stack import recipe
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.cluster
+CUDA_HOME = Path(os.environ.get("MPICLUSTER_TEST_CUDA_HOME", "/usr/local/cuda"))
+
+
+def nccl_tarball() -> Path | None:
+    explicit = os.environ.get("MPICLUSTER_NCCL_TARBALL")
+    if explicit:
+        return Path(explicit)
+    found = sorted((Path.home() / ".cache/mpicluster/sources").glob("nccl-*.tar.gz"))
+    return found[-1] if found else None
+
+
+def test_nccl_role_builds_from_the_cache(tmp_path):
+    tarball = nccl_tarball()
+    if tarball is None:
+        pytest.skip(
+            "no NCCL source tarball in the source cache: no registry reachable here "
+            "carries it (set MPICLUSTER_NCCL_TARBALL to run this test)"
+        )
+    if not (CUDA_HOME / "bin" / "nvcc").exists():
+        pytest.skip(f"no CUDA compiler at {CUDA_HOME}")
+    version = re.search(r"nccl-(\d+\.\d+\.\d+-\d+)", tarball.name).group(1)
+    work, stack = tmp_path / "work", tmp_path / "stack"
+    (work / "src").mkdir(parents=True)
+    stack.mkdir()
+    (work / "src" / tarball.name).symlink_to(tarball.resolve())
+    archs = ["9.0"]
+    spec = {
+        "sources": {"nccl": {"filename": tarball.name, "version": version}},
+        "nccl": {
+            "archs": archs,
+            "cuda_home": str(CUDA_HOME),
+            "gencode": recipe.nvcc_gencode(archs),
+        },
+    }
+    extra = {
+        "stack_build_spec": spec,
+        "stack_build_work": str(work),
+        "stack_build_dir": str(stack),
+        "mpicluster_stack_fingerprint": "nccl-test",
+        "stack_build_nccl_only_funcs": os.environ.get(
+            "MPICLUSTER_NCCL_ONLY_FUNCS", "AllReduce Sum f32 RING SIMPLE"
+        ),
+    }
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(REPO / "playbooks" / "roles"),
+        "ANSIBLE_LIBRARY": str(REPO / "playbooks" / "library"),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        [
+            "ansible-playbook",
+            "-i",
+            "localhost,",
+            "-e",
+            json.dumps(extra),
+            str(REPO / "tests" / "playbooks" / "nccl_build.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=4 * 3600,
+    )
+    assert done.returncode == 0, done.stdout[-4000:]
+    library = stack / "lib" / "libnccl.so"
+    assert library.exists()
+    header = (stack / "include" / "nccl.h").read_text()
+    found = ".".join(
+        re.search(rf"#define NCCL_{part}\s+(\d+)", header).group(1)
+        for part in ("MAJOR", "MINOR", "PATCH")
+    )
+    assert found == version.split("-")[0]
+    objdump = subprocess.run(
+        [str(CUDA_HOME / "bin" / "cuobjdump"), "--list-elf", str(library)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "sm_90" in objdump.stdout
