@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.conftest import inventory_with  # noqa: E402
 from tests.seed import seed_cache  # noqa: E402
 
 NAME, SUBNET = "bench-up", "192.168.68.0/24"
@@ -60,14 +61,12 @@ def cluster(nodes: int, work: Path, openmpi: dict, *, fresh: bool) -> Path:
         "--inventory",
         str(generated),
     )
-    inventory = work / "bench.yaml"
-    inventory.write_text(
-        generated.read_text() + "stack:\n  install: source\n"
-        f"  openmpi: {{version: '{openmpi['version']}', url: '{openmpi['url']}', "
-        f"sha256: {openmpi['sha256']}}}\n"
-        f"sources:\n  cache: {work / 'sources'}\n  artifacts: {work / 'artifacts'}\n"
+    return inventory_with(
+        generated,
+        work / "bench.yaml",
+        stack={"install": "source", "openmpi": openmpi},
+        sources={"cache": str(work / "sources"), "artifacts": str(work / "artifacts")},
     )
-    return inventory
 
 
 def main() -> None:

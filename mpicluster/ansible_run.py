@@ -80,7 +80,6 @@ class PlaybookResult:
     rc: int
     hosts: dict[str, HostStats]
     seconds: float
-    interrupted: bool = False
 
     @property
     def failed_hosts(self) -> list[str]:
@@ -205,7 +204,6 @@ def run_playbook(
     host_vars: dict[str, dict[str, Any]] | None = None,
     groups: dict[str, list[str]] | None = None,
     on_event: EventSink | None = None,
-    limit: list[str] | None = None,
 ) -> PlaybookResult:
     import ansible_runner
 
@@ -224,9 +222,6 @@ def run_playbook(
         "ANSIBLE_FORCE_COLOR": "0",
     }
     cmdline = f"-e @{shlex.quote(str(run_dir / 'vars.yml'))}"
-    if limit:
-        cmdline += f" --limit {shlex.quote(','.join(limit))}"
-    interrupted = False
     try:
         runner = ansible_runner.run(
             private_data_dir=str(run_dir / "runner"),
@@ -243,7 +238,6 @@ def run_playbook(
         )
     except KeyboardInterrupt:
         cancel.set()
-        interrupted = True
         raise
     finally:
         log = run_dir / "ansible.log"
@@ -258,7 +252,6 @@ def run_playbook(
         rc=runner.rc if runner.rc is not None else 1,
         hosts=hosts,
         seconds=time.monotonic() - started,
-        interrupted=interrupted,
     )
 
 

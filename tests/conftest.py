@@ -96,3 +96,13 @@ def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
     mpicluster("local", "down", "--name", "pytest", check=False)  # leftovers of a killed run
     yield start_local_cluster("pytest", 3, "192.168.63.0/24", inventory)
     mpicluster("local", "down", "--name", "pytest", check=False)
+
+
+def inventory_with(generated: Path, target: Path, **sections: object) -> Path:
+    """A copy of a generated inventory with top-level sections (stack, sources) replaced."""
+    import yaml
+
+    data = yaml.safe_load(generated.read_text())
+    data.update(sections)
+    target.write_text(yaml.safe_dump(data, sort_keys=False))
+    return target

@@ -142,7 +142,13 @@ def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
             "    slots: 1  # the nodes share this machine's cores",
             f"    ssh: {{identity: {display_path(key)}}}",
         ]
-    lines += []
+    lines += [
+        "stack:",
+        "  install: source",
+        "  # 4.1.4: its upstream tarball, or Debian's copy of the same tree when",
+        "  # download.open-mpi.org is out of reach (see mpicluster/data/stack.lock.yaml).",
+        "  openmpi: {version: 4.1.4}",
+    ]
     return "\n".join(lines) + "\n"
 
 

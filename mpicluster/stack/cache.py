@@ -72,10 +72,13 @@ class SourceCache:
         return None
 
     def ensure(self, source: Source, progress: Progress, *, offline: bool = False) -> CachedFile:
-        """Return the verified file, downloading it (mirror first, then upstream) if needed."""
-        found = self.lookup(source)
-        if found is not None:
-            return CachedFile(source, found, fetched=False)
+        """Return a verified file for `source` (or one of its alternates), downloading it
+        if needed: the mirror first, then the upstream URL, then the alternates."""
+        variants = source.variants()
+        for variant in variants:
+            found = self.lookup(variant)
+            if found is not None:
+                return CachedFile(variant, found, fetched=False)
         target = self.path_for(source)
         if target.is_file():
             actual = sha256_of(target)
@@ -90,19 +93,19 @@ class SourceCache:
                 f"cache {self.root}",
                 hint=f"run `mpicluster fetch`, or copy the file there ({source.url})",
             )
-        urls = [f"{self.mirror}/{source.filename}"] if self.mirror else []
-        urls.append(source.url)
+        attempts = [(f"{self.mirror}/{source.filename}", source)] if self.mirror else []
+        attempts += [(variant.url, variant) for variant in variants]
         errors = []
-        for url in urls:
+        for url, variant in attempts:
             progress(f"Downloading {source.component} {source.version} from {url}")
             try:
-                self._download(url, source, target)
+                self._download(url, variant, self.path_for(variant))
             except ChecksumMismatch:
                 raise
             except (OSError, urllib.error.URLError, ValueError) as exc:
                 errors.append(f"{url}: {getattr(exc, 'reason', None) or exc}")
                 continue
-            return CachedFile(source, target, fetched=True)
+            return CachedFile(variant, self.path_for(variant), fetched=True)
         raise MpiclusterError(
             f"could not download {source.component} {source.version}: {'; '.join(errors)}",
             hint=f"copy {source.filename} into {self.root} by hand, or set sources.mirror",

@@ -68,7 +68,7 @@ def prepare(
 ) -> StackPlan:
     cached, houses = fetch(inventory, facts, progress, offline=offline)
     files = {name: entry.path for name, entry in cached.items()}
-    needed = sources.needed(inventory)
+    needed = [entry.source for entry in cached.values()]  # the files actually used
     artifacts = inventory.resolve_path(inventory.sources.artifacts)
     artifacts.mkdir(parents=True, exist_ok=True)
     groups = plan(

@@ -31,6 +31,17 @@ class Source:
     url: str
     sha256: str
     cache_name: str = ""
+    #: Other files of the same release (url, sha256, cache name), e.g. a distribution's
+    #: copy of the upstream tree, tried when the upstream URL cannot be reached.
+    alternates: tuple[tuple[str, str, str], ...] = ()
+
+    def variants(self) -> list[Source]:
+        """This source, then each alternate as a source of its own."""
+        others = [
+            Source(self.component, self.version, url, sha, name)
+            for url, sha, name in self.alternates
+        ]
+        return [self, *others]
 
     @property
     def filename(self) -> str:
@@ -74,7 +85,10 @@ def resolve(component: str, version: str | None, url: str | None, sha256: str | 
             "give url and sha256 beside it"
         )
     pin = releases[wanted]
-    return Source(component, wanted, pin["url"], pin["sha256"], pin.get("filename", ""))
+    alternates = tuple(
+        (a["url"], a["sha256"], a.get("filename", "")) for a in pin.get("alternates", [])
+    )
+    return Source(component, wanted, pin["url"], pin["sha256"], pin.get("filename", ""), alternates)
 
 
 def needed(inventory: Inventory) -> list[Source]:

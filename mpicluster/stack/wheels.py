@@ -21,9 +21,10 @@ from mpicluster.stack.fingerprint import Platform
 
 Progress = Callable[[str], None]
 
-#: What building mpi4py and Horovod offline needs, and Horovod's own dependencies.
+#: What building mpi4py and Horovod offline needs, and Horovod's own dependencies
+#: (numpy: horovod.torch's allgather_object and broadcast_object need it at run time).
 BUILD_REQUIREMENTS = ["setuptools>=64,<81", "wheel", "packaging", "cython>=3.0.1"]
-HOROVOD_REQUIREMENTS = ["cloudpickle", "psutil", "pyyaml", "cffi>=1.4.0"]
+HOROVOD_REQUIREMENTS = ["cloudpickle", "psutil", "pyyaml", "cffi>=1.4.0", "numpy"]
 MANYLINUX = ["manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "manylinux1"]
 
 

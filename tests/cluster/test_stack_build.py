@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, mpicluster, start_local_cluster
+from tests.conftest import REPO, inventory_with, mpicluster, start_local_cluster
 from tests.seed import seed_cache
 
 pytestmark = pytest.mark.cluster
@@ -27,12 +27,12 @@ NAME, SUBNET = "pytest-build", "192.168.67.0/24"
 PREFIX = "/opt/mpicluster"
 
 
-def stack_section(openmpi: dict[str, str], cache: Path, artifacts: Path) -> str:
-    return (
-        "stack:\n  install: source\n"
-        f"  openmpi: {{version: '{openmpi['version']}', url: '{openmpi['url']}', "
-        f"sha256: {openmpi['sha256']}}}\n"
-        f"sources:\n  cache: {cache}\n  artifacts: {artifacts}\n"
+def with_stack(generated: Path, target: Path, openmpi: dict, cache: Path, artifacts: Path):
+    return inventory_with(
+        generated,
+        target,
+        stack={"install": "source", "openmpi": openmpi},
+        sources={"cache": str(cache), "artifacts": str(artifacts)},
     )
 
 
@@ -47,8 +47,7 @@ def build(tmp_path_factory):
     inventory = work / "source.yaml"
 
     def write_inventory() -> Path:
-        inventory.write_text(generated.read_text() + stack_section(openmpi, cache, artifacts))
-        return inventory
+        return with_stack(generated, inventory, openmpi, cache, artifacts)
 
     write_inventory()
     yield {
@@ -71,9 +70,8 @@ def on_path(cluster, node: str) -> str:
 def test_checksum_mismatch_is_refused_and_nothing_installed(build, tmp_path):
     bad = dict(build["openmpi"], sha256="0" * 64)
     empty_cache = tmp_path / "cache"
-    inventory = tmp_path / "bad.yaml"
-    inventory.write_text(
-        build["generated"].read_text() + stack_section(bad, empty_cache, tmp_path / "artifacts")
+    inventory = with_stack(
+        build["generated"], tmp_path / "bad.yaml", bad, empty_cache, tmp_path / "artifacts"
     )
     done = mpicluster("up", str(inventory), check=False)
     assert done.returncode == 1, done.stderr

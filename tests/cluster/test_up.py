@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mpicluster.inventory import load_inventory
-from tests.conftest import mpicluster
+from tests.conftest import inventory_with, mpicluster
 from tests.unit.test_no_trust_bypass import bypasses
 
 pytestmark = pytest.mark.cluster
@@ -21,8 +22,7 @@ KEY_SEED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDummyKeyForTestsOnly00000000000
 @pytest.fixture(scope="module")
 def inventory(cluster, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("up") / "packages.yaml"
-    path.write_text(cluster.inventory.read_text() + "stack:\n  install: packages\n")
-    return path
+    return inventory_with(cluster.inventory, path, stack={"install": "packages"})
 
 
 def up_json(inventory: Path, *, check: bool = True) -> tuple[int, dict]:
@@ -151,9 +151,10 @@ def test_hostfile_command(inventory, tmp_path):
         "node1:1\nnode2:1\nnode3:1\n"
     )
     no_slots = tmp_path / "cores.yaml"
-    no_slots.write_text(
-        inventory.read_text().replace("    slots: 1  # the nodes share this machine's cores\n", "")
-    )
+    data = yaml.safe_load(inventory.read_text())
+    for node in data["nodes"]:
+        del node["slots"]
+    no_slots.write_text(yaml.safe_dump(data))
     out = mpicluster("hostfile", str(no_slots)).stdout.splitlines()
     assert [line.split()[0] for line in out] == NODES
     assert all(int(line.split("slots=")[1]) >= 1 for line in out)

@@ -158,3 +158,20 @@ def test_recipe_digest_covers_existing_role_files():
     from mpicluster.stack.fingerprint import recipe_digest
 
     assert len(recipe_digest()) == 64
+
+
+def test_cache_falls_back_to_an_alternate_file_of_the_same_release(tmp_path):
+    alt = tmp_path / "debian" / "thing_1.0.orig.tar.xz"
+    alt.parent.mkdir()
+    alt.write_bytes(b"same tree, other packing")
+    source = sources.Source(
+        "openmpi",
+        "1.0",
+        f"file://{tmp_path}/nowhere/thing-1.0.tar.bz2",
+        "c" * 64,
+        alternates=((f"file://{alt}", hashlib.sha256(alt.read_bytes()).hexdigest(), ""),),
+    )
+    got = SourceCache(tmp_path / "cache").ensure(source, lambda m: None)
+    assert got.fetched and got.path.name == "thing_1.0.orig.tar.xz"
+    assert got.source.sha256 == hashlib.sha256(alt.read_bytes()).hexdigest()
+    assert SourceCache(tmp_path / "cache").ensure(source, lambda m: None).fetched is False

@@ -9,6 +9,7 @@ import socket
 import sys
 import time
 
+import horovod
 import horovod.torch as hvd
 import torch
 
@@ -56,7 +57,7 @@ def main():
             "ranks": size,
             "hosts": hosts,
             "device": device,
-            "library": f"Horovod {hvd.__version__} (PyTorch {torch.__version__}, "
+            "library": f"Horovod {horovod.__version__} (PyTorch {torch.__version__}, "
             f"{'NCCL' if hvd.nccl_built() else 'MPI'} ops)",
             "results": results,
         }
