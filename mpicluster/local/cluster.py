@@ -79,7 +79,9 @@ def up(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalCluste
     write_atomic(spec.dir / "inventory-path", f"{inventory_path.resolve()}\n")
     progress(f"Wrote {inventory_path}")
     running = dict.fromkeys(spec.node_names, "running")  # vagrant up succeeded
-    cluster = LocalCluster(spec, inventory_path, _probe(spec, running, inventory_path))
+    cluster = LocalCluster(
+        spec, inventory_path, _probe(spec, running, inventory_path, settle_seconds=30)
+    )
     cluster.seconds = time.monotonic() - started
     return cluster
 
@@ -189,7 +191,17 @@ def _known_hosts(spec: LocalSpec, vagrant: Vagrant, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _probe(spec: LocalSpec, states: dict[str, str], inventory_path: Path | None) -> list[NodeState]:
+def _probe(
+    spec: LocalSpec,
+    states: dict[str, str],
+    inventory_path: Path | None,
+    settle_seconds: float = 0.0,
+) -> list[NodeState]:
+    """Ask every node for its hostname and addresses over SSH, as the inventory says.
+
+    A node that has just booted may answer before its network is fully set up: with
+    `settle_seconds`, nodes that do not yet pass are asked again until that time is up.
+    """
     nodes = [
         NodeState(name, address, states.get(name, "unknown"))
         for name, address in zip(spec.node_names, spec.addresses, strict=True)
@@ -199,21 +211,37 @@ def _probe(spec: LocalSpec, states: dict[str, str], inventory_path: Path | None)
             node.detail = "no inventory written yet"
         return nodes
     inventory = load_inventory(inventory_path)
-    results = transport.run_everywhere(inventory, "hostname; ip -4 -o addr show", timeout=15)
-    for node in nodes:
-        result = results.get(node.name)
-        if result is None:
-            node.detail = "not in the inventory"
-        elif not result.ok:
-            node.detail = result.error or result.stderr.strip()
-        else:
-            lines = result.stdout.splitlines()
-            node.hostname = lines[0].strip() if lines else ""
-            has_address = bool(re.search(rf"inet {re.escape(node.address)}/", result.stdout))
-            node.reachable = node.hostname == node.name and has_address
-            if not node.reachable:
-                node.detail = f"answers as {node.hostname!r} without {node.address}"
-    return nodes
+    deadline = time.monotonic() + settle_seconds
+    pending = {node.name: node for node in nodes}
+    while True:
+        targets = [n for n in inventory.nodes if n.name in pending]
+        results = transport.run_everywhere(
+            inventory, "hostname; ip -4 -o addr show", nodes=targets, timeout=15
+        )
+        for name, node in list(pending.items()):
+            _judge(node, results.get(name))
+            if node.reachable:
+                del pending[name]
+        if not pending or time.monotonic() >= deadline:
+            return nodes
+        time.sleep(1.0)
+
+
+def _judge(node: NodeState, result: transport.RemoteResult | None) -> None:
+    if result is None:
+        node.detail = "not in the inventory"
+    elif not result.ok:
+        node.detail = result.error or result.stderr.strip() or f"exit {result.exit_code}"
+    else:
+        lines = result.stdout.splitlines()
+        node.hostname = lines[0].strip() if lines else ""
+        seen = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", result.stdout)
+        node.reachable = node.hostname == node.name and node.address in seen
+        node.detail = (
+            ""
+            if node.reachable
+            else f"answers as {node.hostname!r} with {', '.join(seen) or 'no IPv4 address'}"
+        )
 
 
 def _vagrant_lines(progress: Progress) -> Callable[[str], None]:

@@ -131,12 +131,12 @@ def test_smoke_names_the_node_whose_path_is_broken(cluster, inventory):
 def test_unreachable_node_stops_up_before_any_change(cluster, inventory, tmp_path):
     from mpicluster.cluster_key import cluster_dir
 
+    import yaml
+
+    data = yaml.safe_load(inventory.read_text())
+    data["nodes"].insert(0, {"name": "ghost", "address": "192.168.63.99"})
     bad = tmp_path / "extra.yaml"
-    bad.write_text(
-        inventory.read_text().replace(
-            "nodes:\n", "nodes:\n  - {name: ghost, address: 192.168.63.99}\n", 1
-        )
-    )
+    bad.write_text(yaml.safe_dump(data, sort_keys=False))
     runs = cluster_dir("pytest") / "runs"
     before = sorted(runs.iterdir())
     done = mpicluster("up", str(bad), check=False)
