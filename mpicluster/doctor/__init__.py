@@ -1,1 +1,59 @@
-"""mpicluster doctor: fast parallel checks for what breaks MPI clusters."""
+"""mpicluster doctor: fast parallel checks for what breaks MPI clusters.
+
+`run_doctor(inventory, ...)` gathers facts from every node in one round trip per
+phase (see runner.py), judges them with the checks (checks/), and returns a
+`DoctorReport`; it never prints. The command lives in command.py, the rendering in
+mpicluster/render_doctor.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from mpicluster.doctor.model import DoctorReport
+from mpicluster.errors import UsageError
+from mpicluster.inventory import Inventory
+
+
+def select_checks(wanted: Iterable[str] | None) -> tuple[str, ...]:
+    """The checks to run, in report order; UsageError naming an unknown one."""
+    from mpicluster.doctor.checks import NAMES
+
+    wanted = list(wanted or [])
+    if not wanted:
+        return tuple(NAMES)
+    unknown = [name for name in wanted if name not in NAMES]
+    if unknown:
+        raise UsageError(f"--check {unknown[0]!r}: not a check (one of: {', '.join(NAMES)})")
+    return tuple(name for name in NAMES if name in wanted)
+
+
+def run_doctor(
+    inventory: Inventory,
+    *,
+    checks: Iterable[str] | None = None,
+    timeout: float | None = None,
+    all_pairs: bool = False,
+    seed: int | None = None,
+    workers: int | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> DoctorReport:
+    from mpicluster.doctor.checks import CHECKS
+    from mpicluster.doctor.runner import DEFAULT_WORKERS, Options, gather
+
+    started = time.monotonic()
+    progress = on_progress or (lambda message: None)
+    selected = select_checks(checks)
+    if timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout {timeout}: must be more than 0 seconds")
+    options = Options(
+        checks=selected,
+        timeout=float(timeout or inventory.ssh.connect_timeout),
+        all_pairs=all_pairs,
+        seed=seed,
+        workers=workers or DEFAULT_WORKERS,
+    )
+    found = gather(inventory, options, progress)
+    reports = [check.run(found) for check in CHECKS if check.name in selected]
+    return DoctorReport(inventory.cluster, reports, time.monotonic() - started)

@@ -2,23 +2,95 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from mpicluster import exitcodes
 from mpicluster.errors import MpiclusterError
 from mpicluster.inventory import load_inventory
 
 
 def doctor(
-    inventory: Annotated[Path, typer.Argument(help="Inventory YAML file describing the cluster.")],
+    inventory: Annotated[
+        Path,
+        typer.Argument(help="Inventory YAML file describing the cluster.", show_default=False),
+    ],
+    check: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--check",
+            help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
+            "versions, gpus, clock, disk, hostfile.",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON (schema 1) on stdout.")
+    ] = False,
+    fix_hints: Annotated[
+        bool, typer.Option("--fix-hints/--no-fix-hints", help="Say how to fix each problem.")
+    ] = True,
+    all_pairs: Annotated[
+        bool,
+        typer.Option(
+            "--all-pairs", help="Try every node pair even above 64 nodes (default: a sample)."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds one probe may wait (connect, ssh between nodes) "
+            "[default: the inventory's ssh.connect_timeout].",
+            show_default=False,
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Seed of the pair sample above 64 nodes [default: from the name]."),
+    ] = None,
 ) -> None:
-    """Check a cluster for what breaks MPI and say how to fix each problem."""
-    from mpicluster.cli import guarded
-    from mpicluster.render import Display
+    """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 
-    display = Display()
+    Checks: ssh (control machine to nodes), mesh (node-to-node ssh), env (non-interactive
+    PATH, /etc/environment), names (resolution, 127.0.1.1), ports (TCP between nodes),
+    interfaces, versions (same MPI build everywhere), gpus, clock, disk, hostfile.
+
+    Exit codes: 0 every check passed, 1 warnings only, 2 at least one failure (also: a
+    bad inventory or option), 130 interrupted.
+    """
+    from mpicluster.cli import guarded
+    from mpicluster.doctor import run_doctor
+    from mpicluster.render import Display
+    from mpicluster.render_doctor import show_doctor
+
+    display = Display(quiet=json_output)
     with guarded(display):
-        load_inventory(inventory)
-        raise MpiclusterError("`mpicluster doctor` is not implemented yet")
+        try:
+            inv = load_inventory(inventory)
+            report = run_doctor(
+                inv,
+                checks=check,
+                timeout=timeout,
+                all_pairs=all_pairs,
+                seed=seed,
+                on_progress=display.progress,
+            )
+        except (MpiclusterError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug must not read as "warnings only" (exit 1)
+            if os.environ.get("MPICLUSTER_DEBUG"):
+                raise
+            raise MpiclusterError(
+                f"internal error: {type(exc).__name__}: {exc}",
+                hint="rerun with MPICLUSTER_DEBUG=1 for the traceback, and please report it",
+                exit_code=exitcodes.DOCTOR_FAIL,
+            ) from None
+        if json_output:
+            display.json(report.to_dict(fix_hints))
+        else:
+            show_doctor(display, report, fix_hints=fix_hints)
+        if report.exit_code != exitcodes.DOCTOR_PASS:
+            raise typer.Exit(report.exit_code)

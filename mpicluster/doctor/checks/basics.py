@@ -1,0 +1,179 @@
+"""Check 8: the basics: clocks agree, there is free disk where MPI writes, and the
+hostfiles `up` writes are there and match the inventory."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from mpicluster import hostfile
+from mpicluster import layout as paths
+from mpicluster.doctor.checks.common import UP, per_node, size
+from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
+from mpicluster.doctor.runner import Gathered
+from mpicluster.errors import UsageError
+
+CLOCK = "clock"
+CLOCK_TITLE = "Clock skew between nodes"
+DISK = "disk"
+DISK_TITLE = "Free disk (install prefix, temp directories, /dev/shm)"
+HOSTFILE = "hostfile"
+HOSTFILE_TITLE = "Hostfiles present and matching the inventory"
+
+CLOCK_WARN = 1.0  # seconds
+CLOCK_FAIL = 30.0
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+#: (fail below, warn below) free bytes per place.
+DISK_LIMITS = {
+    "install": (256 * MiB, 2 * GiB),
+    "tmp": (64 * MiB, 512 * MiB),
+    "TMPDIR": (64 * MiB, 512 * MiB),
+    "shm": (8 * MiB, 32 * MiB),
+}
+
+
+def check_clock(g: Gathered) -> CheckReport:
+    missing = [n for n in g.names if n not in g.clocks]
+    report = CheckReport(CLOCK, CLOCK_TITLE, not_checked=missing)
+    if not g.clocks:
+        return report
+    median = statistics.median(c.skew for c in g.clocks.values())
+    for node in [n for n in g.names if n in g.clocks]:
+        clock = g.clocks[node]
+        off = clock.skew - median
+        beyond = abs(off) - clock.uncertainty
+        text = (
+            f"{abs(off):.3f} s {'ahead of' if off >= 0 else 'behind'} the cluster's median "
+            f"(±{clock.uncertainty:.3f} s; control machine {-median:+.3f} s)"
+        )
+        fix = f"enable time sync (chrony or systemd-timesyncd) on {node}"
+        if beyond > CLOCK_FAIL:
+            report.results.append(failed(node, text, fix))
+        elif beyond > CLOCK_WARN:
+            report.results.append(warned(node, text, fix))
+        else:
+            report.results.append(passed(node, text))
+    return report
+
+
+def check_disk(g: Gathered) -> CheckReport:
+    return per_node(g, DISK, DISK_TITLE, judge_disk)
+
+
+def judge_disk(node: str, facts: dict) -> list[Result]:
+    results: list[Result] = []
+    shown = []
+    for label, info in sorted((facts.get("disk") or {}).items()):
+        if "error" in info:
+            results.append(
+                warned(node, f"cannot measure {info['path']}: {info['error']}", "check the mount")
+            )
+            continue
+        fail_below, warn_below = DISK_LIMITS.get(label, (64 * MiB, 512 * MiB))
+        free = info["free"]
+        where = info["path"]
+        if info.get("measured") and info["measured"] != where:
+            where += f" (on {info['measured']})"
+        text = f"{where}: {size(free)} free of {size(info['total'])}"
+        fix = f"free space in {info['measured']} on {node}"
+        if label == "shm":
+            fix += " (Open MPI and NCCL put shared-memory segments there; containers: --shm-size)"
+        if free < fail_below:
+            results.append(failed(node, text, fix))
+        elif free < warn_below:
+            results.append(warned(node, text, fix))
+        else:
+            shown.append(f"{where} {size(free)}")
+    if not results:
+        results.append(passed(node, "free: " + ", ".join(shown)))
+    return results
+
+
+def expected_hostfiles(g: Gathered) -> dict[str, str | None]:
+    """The files `up` would write; None where a node's slots cannot be known."""
+    cores = {n: int((g.facts(n) or {}).get("cpus") or 1) for n in g.probed}
+    try:
+        slots = hostfile.slots(g.inventory, cores)
+    except UsageError:  # a node without slots, GPUs or facts: its slots are unknown
+        return dict.fromkeys((paths.HOSTFILE, paths.HOSTFILE_MPICH, paths.HOSTFILE_HOROVOD))
+    return {
+        paths.HOSTFILE: hostfile.render(slots, "openmpi"),
+        paths.HOSTFILE_MPICH: hostfile.render(slots, "mpich"),
+        paths.HOSTFILE_HOROVOD: hostfile.render(slots, "horovod"),
+    }
+
+
+def check_hostfile(g: Gathered) -> CheckReport:
+    expected = expected_hostfiles(g)
+    return per_node(
+        g, HOSTFILE, HOSTFILE_TITLE, lambda node, facts: judge_hostfile(g, expected, node, facts)
+    )
+
+
+def judge_hostfile(g: Gathered, expected: dict, node: str, facts: dict) -> list[Result]:
+    files = facts.get("files") or {}
+    results: list[Result] = []
+    names = g.names
+    for path, wanted in expected.items():
+        text = files.get(path)
+        if text is None:
+            results.append(failed(node, f"{path} is missing", f"{UP}: it writes the hostfiles"))
+            continue
+        if wanted is not None and text != wanted:
+            results.append(
+                failed(
+                    node,
+                    f"{path} holds {_short(text)}; the inventory gives {_short(wanted)}",
+                    f"{UP}: it rewrites the hostfiles from the inventory",
+                )
+            )
+        elif wanted is None and _hosts_in(text) != names:
+            results.append(
+                failed(
+                    node,
+                    f"{path} lists {', '.join(_hosts_in(text))}; the inventory: {', '.join(names)}",
+                    f"{UP}: it rewrites the hostfiles from the inventory",
+                )
+            )
+    text = files.get(paths.CLUSTER_JSON)
+    if text is None:
+        results.append(
+            failed(node, f"{paths.CLUSTER_JSON} is missing", f"{UP}: it describes the cluster")
+        )
+    else:
+        try:
+            data = json.loads(text)
+            listed = [n["name"] for n in data["nodes"]]
+            cluster = data["cluster"]
+        except (ValueError, KeyError, TypeError):
+            listed, cluster = [], None
+        if cluster != g.inventory.cluster or listed != names:
+            results.append(
+                failed(
+                    node,
+                    f"{paths.CLUSTER_JSON} describes cluster {cluster!r} with "
+                    f"{', '.join(listed) or 'no nodes'}; the inventory: {g.inventory.cluster!r} "
+                    f"with {', '.join(names)}",
+                    f"{UP}: it rewrites {paths.CLUSTER_JSON}",
+                )
+            )
+    if not results:
+        results.append(
+            passed(node, f"{paths.HOSTFILE} (+ MPICH, Horovod, cluster.json) match the inventory")
+        )
+    return results
+
+
+def _hosts_in(text: str) -> list[str]:
+    hosts = []
+    for part in text.replace(",", "\n").split():
+        host = part.split(":")[0]
+        if host and "=" not in host:
+            hosts.append(host)
+    return hosts
+
+
+def _short(text: str) -> str:
+    flat = ", ".join(line.strip() for line in text.strip().splitlines())
+    return repr(flat if len(flat) <= 80 else flat[:77] + "...")

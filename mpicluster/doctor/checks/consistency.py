@@ -1,0 +1,141 @@
+"""Check 6: every node runs the same MPI build and the same versions of what sits on it
+(mpi4py, Horovod, PyTorch, NCCL, CUDA, Python). Mixed builds hang or crash silently.
+
+The reference is what most nodes have; the nodes that differ are named.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mpicluster.doctor.checks.common import UP, majority
+from mpicluster.doctor.model import CheckReport, Result, failed, passed
+from mpicluster.doctor.runner import Gathered
+
+NAME = "versions"
+TITLE = "Consistency (MPI build, mpi4py, Horovod, NCCL, CUDA, Python on every node)"
+COMPONENTS = [
+    ("mpi", "MPI"),
+    ("build", "build"),
+    ("mpi4py", "mpi4py"),
+    ("horovod", "Horovod"),
+    ("torch", "PyTorch"),
+    ("nccl", "NCCL"),
+    ("cuda", "CUDA"),
+    ("python", "Python"),
+]
+
+
+def mpi_name(identity: dict | None) -> str | None:
+    """ "Open MPI 4.1.4", "MPICH 4.0.2 (Hydra)", ... from `mpirun --version`."""
+    if not identity:
+        return None
+    text = identity.get("version_text") or ""
+    match = re.search(r"\(Open MPI\)\s*([0-9][\w.]*)", text) or re.search(
+        r"Open MPI\D*([0-9][\w.]*)", text
+    )
+    if match:
+        return f"Open MPI {match.group(1)}"
+    if "HYDRA" in text.upper():
+        version = re.search(r"Version:\s*([0-9][\w.]*)", text)
+        return f"MPICH {version.group(1) if version else '?'} (Hydra)"
+    match = re.search(r"Intel\(R\) MPI Library[^0-9]*([0-9][\w.]*)", text)
+    if match:
+        return f"Intel MPI {match.group(1)}"
+    first = text.strip().splitlines()[0] if text.strip() else f"exit {identity.get('exit_code')}"
+    return f"unknown MPI ({first[:60]})"
+
+
+def build_of(versions: dict, install: str) -> str | None:
+    """What identifies the build: the stack's fingerprint (source installs), else the
+    binary mpirun resolves to and a digest of it."""
+    if install == "source":
+        return f"fingerprint {versions['fingerprint']}" if versions.get("fingerprint") else None
+    identity = versions.get("mpi")
+    if not identity:
+        return None
+    return f"{identity['real']} sha256:{identity['sha256']}"
+
+
+def components(facts: dict, install: str) -> dict[str, str | None]:
+    versions = facts.get("versions") or {}
+    return {
+        "mpi": mpi_name(versions.get("mpi")),
+        "build": build_of(versions, install),
+        "mpi4py": versions.get("mpi4py"),
+        "horovod": versions.get("horovod"),
+        "torch": versions.get("torch"),
+        "nccl": versions.get("nccl"),
+        "cuda": versions.get("cuda"),
+        "python": versions.get("python"),
+    }
+
+
+def check(g: Gathered) -> CheckReport:
+    report = CheckReport(NAME, TITLE, not_checked=g.unprobed)
+    found = {node: components(g.facts(node) or {}, g.layout.install) for node in g.probed}
+    differences: dict[str, list[str]] = {node: [] for node in found}
+    reference: dict[str, str | None] = {}
+    for key, label in COMPONENTS:
+        values = {node: parts[key] for node, parts in found.items()}
+        if all(v is None for v in values.values()):
+            continue
+        best, odd = majority(values)
+        reference[key] = best  # type: ignore[assignment]
+        others = len(values) - len(odd)
+        for node in odd:
+            differences[node].append(
+                f"{label} {values[node] or 'missing'} (the other {others} node(s): "
+                f"{best or 'missing'})"
+            )
+    for node, parts in found.items():
+        if g.layout.install == "source" and parts["build"] is None:
+            report.results.append(
+                failed(
+                    node,
+                    f"no mpicluster build at {g.layout.current} ({g.layout.fingerprint_file} "
+                    "is missing)",
+                    f"{UP}: it builds the stack once and installs it on every node",
+                )
+            )
+            continue
+        if parts["mpi"] is None:
+            report.results.append(
+                failed(
+                    node,
+                    f"no mpirun at {g.layout.mpi_bin}/mpirun or in PATH",
+                    f"{UP}: it installs the MPI stack ({g.layout.install} install)",
+                )
+            )
+            continue
+        if differences[node]:
+            report.results.append(_differs(g, node, parts, differences[node]))
+            continue
+        shown = [
+            f"{label} {parts[key]}"
+            for key, label in COMPONENTS
+            if parts[key] and key not in ("mpi", "build")
+        ]
+        report.results.append(
+            passed(
+                node,
+                f"{parts['mpi']} ({parts['build']})"
+                + (f", {', '.join(shown)}" if shown else "")
+                + (", same as every node" if len(found) > 1 else ""),
+            )
+        )
+    return report
+
+
+def _differs(g: Gathered, node: str, parts: dict, differences: list[str]) -> Result:
+    mpi = ((g.facts(node) or {}).get("versions") or {}).get("mpi") or {}
+    if g.layout.install == "packages":
+        fix = (
+            f"make {node} run the same MPI as the others: `update-alternatives --display "
+            f"mpirun` on {node} shows what {mpi.get('path', 'mpirun')} points to "
+            "(`update-alternatives --auto mpirun` and `--auto mpi` restore Open MPI), or "
+            "remove the other MPI"
+        )
+    else:
+        fix = f"{UP}: it installs the cluster's build on {node} (by copy when it is cached)"
+    return failed(node, f"{node} differs: {'; '.join(differences)}", fix)

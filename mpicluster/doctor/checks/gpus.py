@@ -1,0 +1,70 @@
+"""Check 7: on nodes the inventory gives GPUs, nvidia-smi works, shows as many GPUs as
+the inventory says, and driver and CUDA versions agree across nodes."""
+
+from __future__ import annotations
+
+from mpicluster.doctor.checks.common import majority, plural
+from mpicluster.doctor.model import CheckReport, failed, passed
+from mpicluster.doctor.runner import Gathered
+
+NAME = "gpus"
+TITLE = "GPUs (nvidia-smi, count, driver and CUDA versions)"
+
+
+def check(g: Gathered) -> CheckReport:
+    wanted = {n.name: n.gpus for n in g.inventory.nodes if n.gpus}
+    report = CheckReport(NAME, TITLE, not_checked=[n for n in g.unprobed if n in wanted])
+    if not wanted:
+        report.results.append(passed(None, "the inventory lists no GPUs: nothing to check"))
+        return report
+    working: dict[str, dict] = {}
+    for node in g.probed:
+        if node not in wanted:
+            continue
+        info = (g.facts(node) or {}).get("gpus") or {"ok": False, "error": "not probed"}
+        if not info.get("ok"):
+            report.results.append(
+                failed(
+                    node,
+                    f"nvidia-smi fails on {node}: {info.get('error')}",
+                    f"install or repair the NVIDIA driver on {node} (nvidia-smi must list the "
+                    "GPUs), or set its gpus: 0 in the inventory",
+                )
+            )
+            continue
+        if info["count"] != wanted[node]:
+            report.results.append(
+                failed(
+                    node,
+                    f"nvidia-smi shows {plural(info['count'], 'GPU')} on {node}, the inventory "
+                    f"says {wanted[node]}",
+                    f"fix gpus: for {node} in the inventory, or find the missing GPUs "
+                    "(nvidia-smi -q, dmesg: Xid errors, fallen off the bus)",
+                )
+            )
+            continue
+        working[node] = info
+    odd: dict[str, list[str]] = {node: [] for node in working}
+    for key, label in (("driver", "driver"), ("cuda", "CUDA (driver API)")):
+        values = {node: info.get(key) for node, info in working.items()}
+        best, differ = majority(values)
+        for node in differ:
+            odd[node].append(f"{label} {values[node]} (the others: {best})")
+    for node, info in working.items():
+        if odd[node]:
+            report.results.append(
+                failed(
+                    node,
+                    f"{node} differs: {'; '.join(odd[node])}",
+                    f"install the same NVIDIA driver on {node} as on the other nodes",
+                )
+            )
+        else:
+            report.results.append(
+                passed(
+                    node,
+                    f"{plural(info['count'], 'GPU')} ({', '.join(info.get('names') or [])}), "
+                    f"driver {info.get('driver')}, CUDA {info.get('cuda')}",
+                )
+            )
+    return report

@@ -1,0 +1,591 @@
+"""doctor's probe: runs on every node over the control connection, stdlib only.
+
+The control machine starts it with a one-line bootstrap that reads this script
+from stdin (`python3 -c '...exec(stdin.read(N))' N`), so stdin stays open for
+the conversation, one JSON object per line each way:
+
+    control -> node   {"spec": ...}            what to look at
+    node -> control   {"kind": "facts", ...}   everything read locally, and the
+                                               port of a TCP listener it started
+    control -> node   {"peers": [...]}         where the other nodes listen
+    node -> control   {"kind": "clock", ...}   at once: this node's time
+    node -> control   {"kind": "pairs", ...}   TCP connects to every peer's
+                                               listener, then `ssh peer true`
+    control -> node   {"retry": {...}}         (optional) a second try of the pairs
+    node -> control   {"kind": "retried", ...} that failed alone, once all nodes are done
+    control -> node   end of input             the listener closes, the probe exits
+
+It never changes anything on the node. A watchdog ends it whatever happens, so a
+lost control connection leaves nothing running.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+OUT = threading.Lock()
+ENV_KEYS = [
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "OMPI_MCA_btl_tcp_if_include",
+    "OMPI_MCA_oob_tcp_if_include",
+    "PRTE_MCA_oob_tcp_if_include",
+    "NCCL_SOCKET_IFNAME",
+    "TMPDIR",
+    "HOME",
+    "USER",
+]
+MAX_TEXT = 65536
+METADATA = re.compile(r"([A-Za-z0-9_.]+?)-([0-9][^-]*?)(?:-py[0-9.]+)?\.(dist|egg)-info$")
+BRIDGE_PREFIXES = ("docker", "virbr", "br-", "cni", "podman", "lxcbr", "lxdbr", "flannel", "kube")
+SSH_OPTIONS = [
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "StrictHostKeyChecking=yes",
+    "-o",
+    "ControlMaster=no",
+    "-o",
+    "ControlPath=none",
+    "-o",
+    "ConnectionAttempts=1",
+    "-T",
+]
+# Fast key exchange first (the default post-quantum one costs ~10x the CPU); the
+# server still picks from what both sides allow, and old clients retry without it.
+FAST_KEX = ["-o", "KexAlgorithms=^curve25519-sha256,curve25519-sha256@libssh.org"]
+TRANSIENT = ("connection closed by", "connection reset", "kex_exchange_identification")
+
+
+def send(obj):
+    data = json.dumps(obj) + "\n"
+    with OUT:
+        sys.stdout.write(data)
+        sys.stdout.flush()
+
+
+def receive():
+    line = sys.stdin.buffer.readline()
+    if not line:
+        return None
+    return json.loads(line.decode("utf-8"))
+
+
+def run(argv, timeout=10, env=None):
+    """(exit code, stdout, stderr); code None when it could not run or timed out."""
+    try:
+        done = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+            env=env,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, "", str(exc)
+    return (
+        done.returncode,
+        done.stdout.decode("utf-8", "replace"),
+        done.stderr.decode("utf-8", "replace"),
+    )
+
+
+def read_text(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_TEXT).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def first_existing(paths):
+    for path in paths:
+        if path and os.path.exists(path):
+            return path
+    return None
+
+
+# --- facts -----------------------------------------------------------------------
+
+
+def resolve_all(names, seconds):
+    """IPv4 addresses for each name, in the order the resolver gives them."""
+    found = {}
+
+    def one(name):
+        try:
+            infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
+            addresses = []
+            for info in infos:
+                if info[4][0] not in addresses:
+                    addresses.append(info[4][0])
+            found[name] = {"addresses": addresses}
+        except OSError as exc:
+            found[name] = {"error": str(exc)}
+
+    threads = []
+    for name in names:
+        thread = threading.Thread(target=one, args=(name,), daemon=True)
+        thread.start()
+        threads.append(thread)
+    deadline = time.time() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.time()))
+    for name in names:
+        found.setdefault(name, {"error": "no answer from the resolver within %d s" % seconds})
+    return found
+
+
+def interfaces():
+    result = {}
+    try:
+        names = sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        names = []
+    for name in names:
+        base = "/sys/class/net/" + name
+        state = (read_text(base + "/operstate") or "").strip()
+        result[name] = {
+            "state": state,
+            "bridge": os.path.isdir(base + "/bridge"),
+            "addresses": [],
+        }
+    ip = first_existing(["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"])
+    if ip:
+        code, out, _ = run([ip, "-o", "-4", "addr", "show"], timeout=5)
+        for line in out.splitlines() if code == 0 else []:
+            parts = line.split()
+            if len(parts) >= 4 and parts[2] == "inet":
+                name = parts[1].split("@")[0]
+                entry = result.setdefault(name, {"state": "", "bridge": False, "addresses": []})
+                entry["addresses"].append(parts[3])
+    return result
+
+
+def disk(paths):
+    found = {}
+    for label, path in paths.items():
+        probe = path
+        while probe and not os.path.exists(probe):
+            probe = os.path.dirname(probe.rstrip("/")) or "/"
+            if probe == "/":
+                break
+        try:
+            stat = os.statvfs(probe)
+        except OSError as exc:
+            found[label] = {"path": path, "error": str(exc)}
+            continue
+        found[label] = {
+            "path": path,
+            "measured": probe,
+            "free": stat.f_bavail * stat.f_frsize,
+            "total": stat.f_blocks * stat.f_frsize,
+        }
+    return found
+
+
+def which_all(programs):
+    path = os.environ.get("PATH", "")
+    found = {}
+    for program in programs:
+        located = shutil.which(program, path=path)
+        found[program] = {
+            "path": located,
+            "real": os.path.realpath(located) if located else None,
+        }
+    return found
+
+
+def mpi_identity(layout):
+    """What `mpirun` is here: the binary, its version line and a digest of its bytes."""
+    mpirun = layout["mpi_bin"] + "/mpirun"
+    if not os.path.exists(mpirun):
+        mpirun = shutil.which("mpirun", path=os.environ.get("PATH", ""))
+    if not mpirun:
+        return None
+    real = os.path.realpath(mpirun)
+    digest = hashlib.sha256()
+    try:
+        with open(real, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        pass
+    code, out, err = run([mpirun, "--version"], timeout=15)
+    text = (out + "\n" + err).strip()
+    return {
+        "path": mpirun,
+        "real": real,
+        "sha256": digest.hexdigest()[:16],
+        "exit_code": code,
+        "version_text": "\n".join(text.splitlines()[:6])[:800],
+    }
+
+
+def fingerprint(layout):
+    text = read_text(layout["fingerprint_file"])
+    if text is None:
+        return None
+    try:
+        return json.loads(text).get("fingerprint")
+    except (ValueError, AttributeError):
+        return "unreadable"
+
+
+def site_dirs(layout):
+    if layout["install"] == "source":
+        venv = os.path.dirname(os.path.dirname(layout["python"]))
+        return glob.glob(venv + "/lib/python*/site-packages")
+    return ["/usr/lib/python3/dist-packages", *glob.glob("/usr/local/lib/python3*/dist-packages")]
+
+
+def python_packages(layout, wanted):
+    """Versions of `wanted` distributions, read from their metadata folders' names."""
+    found = {}
+    for directory in site_dirs(layout):
+        try:
+            entries = os.listdir(directory)
+        except OSError:
+            continue
+        for entry in entries:
+            match = METADATA.match(entry)
+            if match:
+                name = match.group(1).lower().replace("_", "-")
+                if name in wanted and name not in found:
+                    found[name] = match.group(2)
+    return found
+
+
+def python_version(layout):
+    if layout["install"] == "source":
+        venv = os.path.dirname(os.path.dirname(layout["python"]))
+        text = read_text(venv + "/pyvenv.cfg") or ""
+        match = re.search(r"^version(?:_info)?\s*=\s*([0-9.]+)", text, re.MULTILINE)
+        return match.group(1) if match else None
+    if os.path.realpath(layout["python"]) == os.path.realpath(sys.executable):
+        return "%d.%d.%d" % sys.version_info[:3]
+    code, out, _ = run([layout["python"], "-c", "import platform;print(platform.python_version())"])
+    return out.strip() if code == 0 else None
+
+
+def nccl_version(layout):
+    dirs = [layout.get("mpi_lib") or "", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
+    if layout.get("cuda_home"):
+        dirs.append(layout["cuda_home"] + "/lib64")
+    for directory in dirs:
+        if not directory:
+            continue
+        names = glob.glob(directory + "/libnccl.so.*.*")
+        if names:
+            versions = [os.path.basename(n)[len("libnccl.so.") :] for n in names]
+            return max(versions, key=lambda v: [int(p) if p.isdigit() else 0 for p in v.split(".")])
+    return None
+
+
+def cuda_version(cuda_home):
+    if not cuda_home:
+        return None
+    text = read_text(cuda_home + "/version.json")
+    if text:
+        try:
+            return json.loads(text)["cuda"]["version"]
+        except (ValueError, KeyError, TypeError):
+            pass
+    text = read_text(cuda_home + "/version.txt") or ""
+    match = re.search(r"CUDA Version\s+([0-9.]+)", text)
+    return match.group(1) if match else None
+
+
+def gpus():
+    smi = first_existing(["/usr/bin/nvidia-smi", "/usr/local/bin/nvidia-smi"]) or shutil.which(
+        "nvidia-smi"
+    )
+    if not smi:
+        return {"ok": False, "error": "nvidia-smi not found"}
+    code, out, err = run(
+        [smi, "--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader"], timeout=20
+    )
+    if code != 0:
+        return {"ok": False, "error": (err or out).strip()[-300:] or "exit %s" % code}
+    devices = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3:
+            devices.append({"index": parts[0], "name": parts[1], "driver": parts[2]})
+    code, out, _ = run([smi], timeout=20)
+    match = re.search(r"CUDA Version:\s*([0-9.]+)", out or "")
+    return {
+        "ok": True,
+        "count": len(devices),
+        "names": sorted(set(d["name"] for d in devices)),
+        "driver": devices[0]["driver"] if devices else None,
+        "cuda": match.group(1) if match else None,
+    }
+
+
+def ssh_trust(cluster):
+    home = os.path.expanduser("~")
+    marker = " mpicluster:" + cluster
+    authorized = read_text(home + "/.ssh/authorized_keys") or ""
+    line = next((x for x in authorized.splitlines() if x.rstrip().endswith(marker)), None)
+    source = re.match(r'from="([^"]*)"', line) if line else None
+    return {
+        "home": home,
+        "key": os.path.exists(home + "/.ssh/mpicluster_" + cluster),
+        "config_block": "# BEGIN mpicluster " + cluster + "\n"
+        in (read_text(home + "/.ssh/config") or ""),
+        "known_hosts_block": "# BEGIN mpicluster " + cluster + " host keys"
+        in (read_text("/etc/ssh/ssh_known_hosts") or ""),
+        "authorized": line is not None,
+        "authorized_from": source.group(1).split(",") if source else None,
+    }
+
+
+def gather(spec):
+    layout = spec["layout"]
+    hostname = socket.gethostname()
+    names = list(spec["names"])
+    if hostname not in names:
+        names.append(hostname)
+    resolved = resolve_all(names, spec.get("resolve_timeout", 5))
+    # measured, not written to
+    disk_paths = {"install": layout["prefix"], "tmp": "/tmp", "shm": "/dev/shm"}  # noqa: S108
+    if os.environ.get("TMPDIR") and os.environ["TMPDIR"] != "/tmp":  # noqa: S108
+        disk_paths["TMPDIR"] = os.environ["TMPDIR"]
+    files = {}
+    for path in spec.get("files", []):
+        files[path] = read_text(path)
+    packages = python_packages(layout, {"mpi4py", "horovod", "torch"})
+    return {
+        "hostname": hostname,
+        "cpus": os.cpu_count() or 1,
+        "env": dict((k, os.environ.get(k)) for k in ENV_KEYS),
+        "which": which_all(["mpirun", "mpicc"]),
+        "environment_file": read_text("/etc/environment"),
+        "resolve": resolved,
+        "interfaces": interfaces(),
+        "disk": disk(disk_paths),
+        "files": files,
+        "ssh": ssh_trust(spec["cluster"]),
+        "versions": {
+            "mpi": mpi_identity(layout),
+            "fingerprint": fingerprint(layout),
+            "python": python_version(layout),
+            "mpi4py": packages.get("mpi4py"),
+            "horovod": packages.get("horovod"),
+            "torch": packages.get("torch"),
+            "nccl": nccl_version(layout),
+            "cuda": cuda_version(layout.get("cuda_home")) if spec.get("gpus") else None,
+        },
+        "gpus": gpus() if spec.get("gpus") else None,
+    }
+
+
+# --- peers -----------------------------------------------------------------------
+
+
+class Listener:
+    """A TCP listener on an ephemeral port that answers each connection with a token."""
+
+    def __init__(self, token):
+        self.token = token.encode()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # every address: peers must reach it on whichever one MPI would use
+        self.sock.bind(("0.0.0.0", 0))  # noqa: S104
+        self.sock.listen(256)
+        self.port = self.sock.getsockname()[1]
+        thread = threading.Thread(target=self.serve, daemon=True)
+        thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
+
+    def answer(self, conn):
+        try:
+            conn.settimeout(10)
+            conn.recv(256)
+            conn.sendall(b"mpicluster-doctor " + self.token + b"\n")
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+
+def tcp_probe(peer, token, timeout):
+    started = time.time()
+    try:
+        sock = socket.create_connection((peer["address"], peer["port"]), timeout)
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, socket.timeout) else str(exc)
+        return {"peer": peer["name"], "ok": False, "error": reason}
+    try:
+        sock.settimeout(timeout)
+        sock.sendall(b"ping\n")
+        answer = sock.recv(256)
+    except OSError as exc:
+        return {"peer": peer["name"], "ok": False, "error": "no answer: %s" % exc}
+    finally:
+        sock.close()
+    ok = answer.strip() == b"mpicluster-doctor " + token.encode()
+    return {
+        "peer": peer["name"],
+        "ok": ok,
+        "error": None if ok else "unexpected answer %r" % answer[:60],
+        "seconds": round(time.time() - started, 3),
+    }
+
+
+class Mesh:
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.ssh = first_existing(["/usr/bin/ssh", "/bin/ssh"]) or shutil.which("ssh") or "ssh"
+        self.fast_kex = True
+
+    def probe(self, peer):
+        started = time.time()
+        attempts = 0
+        while True:
+            attempts += 1
+            argv = [self.ssh, *SSH_OPTIONS, "-o", "ConnectTimeout=%d" % self.timeout]
+            if self.fast_kex:
+                argv += FAST_KEX
+            argv += [peer, "true"]
+            code, _, err = run(argv, timeout=self.timeout * 2 + 10)
+            lowered = err.lower()
+            if self.fast_kex and "kexalgorithms" in lowered and code == 255:
+                self.fast_kex = False  # a client too old for the ^ syntax
+                continue
+            if code == 255 and attempts < 2 and any(t in lowered for t in TRANSIENT):
+                time.sleep(0.2)  # sshd's MaxStartups dropping a burst: try once more
+                continue
+            return {
+                "peer": peer,
+                "rc": code,
+                "stderr": err.strip()[-600:],
+                "seconds": round(time.time() - started, 3),
+            }
+
+
+def run_pool(function, items, workers, deadline):
+    """Results of function(item) in item order, at most `workers` at once; items not
+    started before `deadline` get None."""
+    results = [None] * len(items)
+    lock = threading.Lock()
+    position = [0]
+
+    def worker():
+        while True:
+            with lock:
+                index = position[0]
+                position[0] += 1
+            if index >= len(items) or time.time() > deadline:
+                return
+            results[index] = function(items[index])
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, workers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline + 60 - time.time()))
+    return results
+
+
+def background(function):
+    """Run function() in a thread; return a wait(timeout) giving its result (None if
+    it has not finished)."""
+    holder = []
+    thread = threading.Thread(target=lambda: holder.append(function()), daemon=True)
+    thread.start()
+
+    def wait(timeout):
+        thread.join(timeout)
+        return holder[0] if holder else None
+
+    return wait
+
+
+def pairs(message, listener_token):
+    budget = message["budget"]
+    deadline = time.time() + budget
+    tcp_targets = message.get("tcp", [])
+    ssh_targets = message.get("ssh", [])
+    tcp_workers = message.get("tcp_workers", 16)
+    ssh_workers = message.get("ssh_workers", 4)
+
+    def tcp_one(peer):
+        return tcp_probe(peer, listener_token, message["tcp_timeout"])
+
+    tcp = run_pool(tcp_one, tcp_targets, tcp_workers, deadline)
+    mesh = Mesh(message["ssh_timeout"])
+    # Peers whose TCP listener did not answer are likely unreachable: try them all at
+    # once, so that a blocked node costs one timeout, not one per peer.
+    unreachable = set(
+        r["peer"] for r in tcp if r is not None and not r["ok"] and "timed out" in r["error"]
+    )
+    slow = [p for p in ssh_targets if p in unreachable]
+    fast = [p for p in ssh_targets if p not in unreachable]
+    slow_wait = background(lambda: run_pool(mesh.probe, slow, len(slow), deadline))
+    results = dict(zip_lists(fast, run_pool(mesh.probe, fast, ssh_workers, deadline)))
+    results.update(
+        zip_lists(slow, slow_wait(max(0.0, deadline + 60 - time.time())) or [None] * len(slow))
+    )
+    ordered = [results.get(p) for p in ssh_targets]
+    return {
+        "kind": "pairs",
+        "tcp": [r for r in tcp if r is not None],
+        "ssh": [r for r in ordered if r is not None],
+        "not_run": [p for i, p in enumerate(ssh_targets) if ordered[i] is None],
+        "tcp_not_run": [p["name"] for i, p in enumerate(tcp_targets) if tcp[i] is None],
+    }
+
+
+def zip_lists(keys, values):
+    """Pairs of two lists of the same length (zip(strict=) needs Python 3.10)."""
+    return [(keys[i], values[i]) for i in range(len(keys))]
+
+
+def main():
+    spec = receive()["spec"]
+    watchdog = threading.Timer(spec["deadline"], lambda: os._exit(3))
+    watchdog.daemon = True
+    watchdog.start()
+    listener = Listener(spec["token"]) if spec.get("listen") else None
+    facts = gather(spec)
+    facts["kind"] = "facts"
+    facts["port"] = listener.port if listener else None
+    facts["time"] = time.time()
+    send(facts)
+    message = receive()
+    if message is not None and "peers" in message:
+        send({"kind": "clock", "time": time.time()})
+        send(pairs(message["peers"], spec["token"]))
+        # The listener stays up until control has every node's results; meanwhile
+        # control may ask for a second try of pairs that failed on their own.
+        message = receive()
+        while message is not None and "retry" in message:
+            result = pairs(message["retry"], spec["token"])
+            result["kind"] = "retried"
+            send(result)
+            message = receive()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

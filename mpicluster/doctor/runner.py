@@ -1,0 +1,335 @@
+"""Gather everything doctor needs from the nodes, in as few round trips as possible.
+
+1. Connect to every node (one persistent connection each, a bounded pool) and start
+   the probe, which answers with its facts and the port of a TCP listener.
+2. Send every probe the list of its peers: each answers with its clock at once, then
+   with TCP connects to its peers' listeners and `ssh peer true` to each of them.
+3. Close everything; the checks then judge the gathered evidence without I/O.
+
+A node that does not answer costs one timeout: it is left out of the peer lists of
+the others, and its checks list it as not checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from mpicluster import layout as paths
+from mpicluster.doctor import pairs as pair_plan
+from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
+from mpicluster.inventory import Inventory
+from mpicluster.layout import Layout
+from mpicluster.names import is_ip
+
+Progress = Callable[[str], None]
+
+DEFAULT_WORKERS = 64
+#: Seconds the probe may take to gather its facts (nvidia-smi can be slow to start).
+GATHER_SECONDS = 30
+TCP_TIMEOUT = 3
+SSH_WORKERS = 4
+TCP_WORKERS = 16
+#: Second tries are few and mostly timeouts: all at once (up to this many per node).
+RETRY_WORKERS = 16
+FILES = [paths.HOSTFILE, paths.HOSTFILE_MPICH, paths.HOSTFILE_HOROVOD, paths.CLUSTER_JSON]
+
+
+@dataclass(frozen=True)
+class Options:
+    checks: tuple[str, ...]
+    timeout: float
+    all_pairs: bool = False
+    seed: int | None = None
+    workers: int = DEFAULT_WORKERS
+
+    @property
+    def needs_probe(self) -> bool:
+        return any(name != "ssh" for name in self.checks)
+
+    @property
+    def needs_mesh(self) -> bool:
+        return "mesh" in self.checks
+
+    @property
+    def needs_ports(self) -> bool:
+        """TCP between nodes: the ports check, and the mesh, which uses it to try
+        unreachable peers all at once (one timeout, not one per peer)."""
+        return "ports" in self.checks or self.needs_mesh
+
+    @property
+    def needs_exchange(self) -> bool:
+        return self.needs_mesh or self.needs_ports or "clock" in self.checks
+
+
+@dataclass
+class Clock:
+    skew: float  # node minus control, seconds
+    uncertainty: float
+
+
+@dataclass
+class Gathered:
+    """Everything the checks judge; no check does I/O of its own."""
+
+    inventory: Inventory
+    layout: Layout
+    options: Options
+    sessions: dict[str, NodeSession]
+    plan: dict[str, list[str]] = field(default_factory=dict)
+    sampled: bool = False
+    seed: int = 0
+    ssh_pairs: dict[tuple[str, str], dict] = field(default_factory=dict)
+    tcp_pairs: dict[tuple[str, str], dict] = field(default_factory=dict)
+    not_run: set[tuple[str, str]] = field(default_factory=set)
+    tcp_not_run: set[tuple[str, str]] = field(default_factory=set)
+    clocks: dict[str, Clock] = field(default_factory=dict)
+    exchange_errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.inventory.nodes]
+
+    def facts(self, name: str) -> dict | None:
+        return self.sessions[name].facts
+
+    @property
+    def probed(self) -> list[str]:
+        return [name for name in self.names if self.sessions[name].probed]
+
+    @property
+    def unprobed(self) -> list[str]:
+        return [name for name in self.names if not self.sessions[name].probed]
+
+    def mpi_address(self, name: str) -> str | None:
+        """The address MPI traffic to `name` goes to, as far as doctor can tell."""
+        return mpi_address(self.inventory, name, self.facts(name))
+
+
+def mpi_address(inventory: Inventory, name: str, facts: dict | None) -> str | None:
+    import ipaddress
+
+    node = next(n for n in inventory.nodes if n.name == name)
+    network = inventory.network
+    if facts:
+        for iface, info in sorted(facts.get("interfaces", {}).items()):
+            for cidr in info.get("addresses", []):
+                address = cidr.split("/")[0]
+                if network.interface and iface == network.interface:
+                    return address
+                if network.cidr and ipaddress.ip_address(address) in ipaddress.ip_network(
+                    network.cidr
+                ):
+                    return address
+    if node.address and is_ip(node.address):
+        return node.address
+    return None
+
+
+def gather(inventory: Inventory, options: Options, progress: Progress) -> Gathered:
+    lay = Layout.of(inventory)
+    sessions = sessions_for(inventory)
+    seed = options.seed if options.seed is not None else pair_plan.seed_for(inventory.cluster)
+    found = Gathered(inventory, lay, options, sessions, seed=seed)
+    names = found.names
+    found.plan = pair_plan.plan(names, all_pairs=options.all_pairs, seed=seed)
+    found.sampled = pair_plan.is_sampled(len(names), options.all_pairs)
+    token = secrets.token_hex(8)
+    total_pairs = sum(len(t) for t in found.plan.values())
+    pairs_budget = 30 + 2 * options.timeout + TCP_TIMEOUT + 0.1 * total_pairs
+    deadline = options.timeout + GATHER_SECONDS + pairs_budget + 30
+    workers = max(1, min(options.workers, len(names)))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            progress(f"Connecting to {len(names)} node(s)")
+            specs = {name: _spec(inventory, lay, name, token, deadline, options) for name in names}
+            list(pool.map(lambda s: _open(s, specs[s.name], options), sessions.values()))
+            if options.needs_probe and options.needs_exchange:
+                progress("Checking node pairs: clocks, TCP ports, ssh mesh")
+                _exchange(found, pool, pairs_budget)
+    finally:
+        for session in sessions.values():
+            with contextlib.suppress(ProbeError):
+                session.send(None)
+            session.close()
+    return found
+
+
+def _spec(
+    inventory: Inventory, lay: Layout, name: str, token: str, deadline: float, options: Options
+) -> dict:
+    node = next(n for n in inventory.nodes if n.name == name)
+    return {
+        "cluster": inventory.cluster,
+        "token": token,
+        "deadline": deadline,
+        "listen": options.needs_ports,
+        "names": [n.name for n in inventory.nodes],
+        "gpus": node.gpus,
+        "files": FILES,
+        "resolve_timeout": min(5, options.timeout),
+        "layout": {
+            "prefix": lay.prefix,
+            "install": lay.install,
+            "mpi_bin": lay.mpi_bin,
+            "mpi_lib": lay.mpi_lib,
+            "python": lay.python,
+            "fingerprint_file": lay.fingerprint_file,
+            "cuda_home": inventory.stack.cuda_home if node.gpus else None,
+        },
+    }
+
+
+def _open(session: NodeSession, spec: dict, options: Options) -> None:
+    session.open(options.timeout)
+    if not session.connected or not options.needs_probe:
+        return
+    try:
+        session.start_probe(spec, options.timeout)
+        message = session.receive(time.monotonic() + options.timeout + GATHER_SECONDS)
+        if message.get("kind") != "facts":
+            raise ProbeError(f"unexpected first answer {message.get('kind')!r}")
+        session.facts = message
+    except ProbeError as exc:
+        session.error, session.error_kind = str(exc), PROBE_FAILED
+
+
+def _exchange(found: Gathered, pool: ThreadPoolExecutor, budget: float) -> None:
+    sessions = found.sessions
+    options = found.options
+    # A peer that answers nothing (no route, timeout) is left out: trying it from every
+    # node would only cost every node one more timeout. One that answered the control
+    # machine's connection but refused it (host key, authentication) is tried: that is
+    # what the mesh check is for.
+    reachable = {n for n, s in sessions.items() if s.connected or s.error_kind != NETWORK}
+    messages = {}
+    for source in found.probed:
+        ssh_targets = []
+        if options.needs_mesh:
+            ssh_targets = [t for t in found.plan[source] if t in reachable]
+        tcp_targets = []
+        if options.needs_ports:
+            for target in found.plan[source]:
+                facts = sessions[target].facts
+                address = found.mpi_address(target)
+                if facts and facts.get("port") and address:
+                    tcp_targets.append({"name": target, "address": address, "port": facts["port"]})
+        messages[source] = {
+            "peers": {
+                "ssh": ssh_targets,
+                "tcp": tcp_targets,
+                "budget": budget,
+                "ssh_timeout": max(1, int(options.timeout)),
+                "tcp_timeout": min(TCP_TIMEOUT, options.timeout),
+                "ssh_workers": SSH_WORKERS,
+                "tcp_workers": TCP_WORKERS,
+            }
+        }
+
+    def start(source: str) -> None:
+        session = sessions[source]
+        try:
+            sent = time.time()
+            session.send(messages[source])
+            clock = session.receive(time.monotonic() + min(10, options.timeout + 5))
+            back = time.time()
+            found.clocks[source] = Clock(clock["time"] - (sent + back) / 2, (back - sent) / 2)
+        except (ProbeError, KeyError, TypeError) as exc:
+            found.exchange_errors[source] = str(exc)
+
+    def finish(source: str, kind: str = "pairs") -> None:
+        if source in found.exchange_errors:
+            return
+        try:
+            result = sessions[source].receive(time.monotonic() + budget + 15)
+            if result.get("kind") != kind:
+                raise ProbeError(f"unexpected answer {result.get('kind')!r}")
+        except ProbeError as exc:
+            found.exchange_errors[source] = str(exc)
+            return
+        for item in result.get("ssh", []):
+            _record(found.ssh_pairs, (source, item["peer"]), item)
+        for item in result.get("tcp", []):
+            _record(found.tcp_pairs, (source, item["peer"]), item)
+        for peer in result.get("not_run", []):
+            found.not_run.add((source, peer))
+        for peer in result.get("tcp_not_run", []):
+            found.tcp_not_run.add((source, peer))
+
+    list(pool.map(start, list(messages)))
+    list(pool.map(finish, list(messages)))
+
+    # A pair that failed on its own (no pattern blames one node) on the network level
+    # gets a second try, now that every node is done: a lossy moment, or a node busy
+    # answering everyone, is not a broken pair. A pattern (every pair into a node
+    # failing: a firewall, a missing key) is not retried, so it costs no more time.
+    retries = retry_plan(found)
+    for source, (ssh_targets, tcp_names) in retries.items():
+        peers = messages[source]["peers"]
+        messages[source] = {
+            "retry": {
+                **peers,
+                "ssh": ssh_targets,
+                "tcp": [t for t in peers["tcp"] if t["name"] in tcp_names],
+                "ssh_workers": RETRY_WORKERS,
+                "tcp_workers": RETRY_WORKERS,
+            }
+        }
+
+    def retry(source: str) -> None:
+        try:
+            sessions[source].send(messages[source])
+        except ProbeError as exc:
+            found.exchange_errors[source] = str(exc)
+            return
+        finish(source, "retried")
+
+    if retries:
+        list(pool.map(retry, list(retries)))
+
+
+def _record(pairs: dict, key: tuple[str, str], item: dict) -> None:
+    """Store a pair's result; a second try replaces the first, remembering it."""
+    first = pairs.get(key)
+    if first is not None:
+        item = {**item, "attempts": 2, "first": first}
+    pairs[key] = item
+
+
+def retry_plan(found: Gathered) -> dict[str, tuple[list[str], set[str]]]:
+    """{source: (ssh targets, tcp targets)} of the failed pairs worth a second try."""
+    plan: dict[str, tuple[list[str], set[str]]] = {}
+    ssh_failed = {k for k, v in found.ssh_pairs.items() if v["rc"] != 0}
+    _, ssh_rest = pair_plan.attribute(sorted(found.ssh_pairs), ssh_failed)
+    for source, target in ssh_rest:
+        if network_failure(found.ssh_pairs[(source, target)]):
+            plan.setdefault(source, ([], set()))[0].append(target)
+    if "ports" not in found.options.checks:
+        return plan  # the mesh alone used TCP only to find unreachable peers
+    tcp_failed = {k for k, v in found.tcp_pairs.items() if not v["ok"]}
+    _, tcp_rest = pair_plan.attribute(sorted(found.tcp_pairs), tcp_failed)
+    for source, target in tcp_rest:
+        plan.setdefault(source, ([], set()))[1].add(target)
+    return plan
+
+
+#: What an ssh client's stderr says when the network, not ssh, failed.
+NETWORK_ERRORS = (
+    "timed out",
+    "no route to host",
+    "connection closed by",
+    "connection reset",
+    "kex_exchange_identification",
+    "broken pipe",
+)
+
+
+def network_failure(item: dict) -> bool:
+    if item["rc"] is None:
+        return True
+    text = item["stderr"].lower()
+    return item["rc"] == 255 and any(needle in text for needle in NETWORK_ERRORS)

@@ -1,0 +1,190 @@
+"""One persistent SSH connection per node, and the probe conversation over it.
+
+The connection is made with mpicluster.transport.connect (host keys always checked,
+the inventory's identity, no ~/.ssh/config). The probe is started with a one-line
+bootstrap that reads the script from stdin, so stdin stays open to exchange JSON
+lines with it. Every read has a deadline: a silent node costs one timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from mpicluster import transport
+from mpicluster.inventory import Inventory, Node, ResolvedSsh
+
+PROBE = Path(__file__).resolve().parent / "programs" / "probe.py"
+# Absolute: the node's PATH may be what is broken.
+PYTHON = "/usr/bin/python3"
+BOOTSTRAP = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'probe','exec'))"
+
+
+class ProbeError(Exception):
+    """The probe could not be run or stopped answering."""
+
+
+#: How a node failed to answer: the network (nothing answers), or ssh itself (a host
+#: key, authentication), or the probe (the node answers but the probe does not run).
+NETWORK, SSH, PROBE_FAILED = "network", "ssh", "probe"
+
+
+@dataclass
+class NodeSession:
+    node: Node
+    ssh: ResolvedSsh
+    client: paramiko.SSHClient | None = None
+    channel: paramiko.Channel | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    connect_seconds: float = 0.0
+    server_version: str = ""
+    host_key: str = ""
+    facts: dict | None = None
+    messages: list[dict] = field(default_factory=list)
+    _buffer: bytes = b""
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def connected(self) -> bool:
+        return self.client is not None
+
+    @property
+    def probed(self) -> bool:
+        return self.facts is not None
+
+    def open(self, timeout: float) -> None:
+        """Connect; on failure record why (never raise)."""
+        started = time.monotonic()
+        try:
+            self.client = transport.connect(self.ssh, timeout=timeout)
+        except Exception as exc:  # every way of not connecting is a finding, not a crash
+            self.error, self.error_kind = describe(self.ssh, exc), _kind_of(exc)
+            self.client = None
+            return
+        finally:
+            self.connect_seconds = time.monotonic() - started
+        link = self.client.get_transport()
+        if link is not None:
+            self.server_version = link.remote_version or ""
+            key = link.get_remote_server_key()
+            self.host_key = f"{key.get_name()} {transport.fingerprint(key)}"
+
+    def start_probe(self, spec: dict, timeout: float) -> None:
+        script = PROBE.read_bytes()
+        command = " ".join(shlex.quote(a) for a in (PYTHON, "-c", BOOTSTRAP, str(len(script))))
+        link = self.client.get_transport() if self.client is not None else None
+        if link is None or not link.is_active():
+            raise ProbeError("the connection closed")
+        try:
+            channel = link.open_session(timeout=timeout)
+            channel.exec_command(command)
+            channel.sendall(script + json.dumps({"spec": spec}).encode() + b"\n")
+        except (paramiko.SSHException, OSError) as exc:
+            raise ProbeError(f"could not start the probe: {exc}") from None
+        self.channel = channel
+
+    def send(self, message: dict | None) -> None:
+        """Send one message; None ends the conversation (end of input)."""
+        if self.channel is None:
+            return
+        try:
+            if message is None:
+                self.channel.shutdown_write()
+            else:
+                self.channel.sendall(json.dumps(message).encode() + b"\n")
+        except (paramiko.SSHException, OSError) as exc:
+            raise ProbeError(f"the probe stopped listening: {exc}") from None
+
+    def receive(self, deadline: float) -> dict:
+        """The next message from the probe; ProbeError past `deadline` (monotonic)."""
+        if self.channel is None:
+            raise ProbeError("the probe is not running")
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ProbeError("the probe did not answer in time")
+            self.channel.settimeout(remaining)
+            try:
+                chunk = self.channel.recv(65536)
+            except TimeoutError:
+                raise ProbeError("the probe did not answer in time") from None
+            except (paramiko.SSHException, OSError) as exc:
+                raise ProbeError(f"the connection broke: {exc}") from None
+            if not chunk:
+                raise ProbeError(self._death())
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            raise ProbeError(f"the probe printed {line[:120]!r}") from None
+        self.messages.append(message)
+        return message
+
+    def _death(self) -> str:
+        channel = self.channel
+        if channel is None:
+            return "the probe is not running"
+        err = b""
+        channel.settimeout(2)
+        try:
+            while channel.recv_stderr_ready() or not channel.exit_status_ready():
+                chunk = channel.recv_stderr(65536)
+                if not chunk:
+                    break
+                err += chunk
+        except (TimeoutError, paramiko.SSHException, OSError):
+            pass
+        code = channel.recv_exit_status() if channel.exit_status_ready() else None
+        lines = [x for x in err.decode("utf-8", "replace").splitlines() if x.strip()]
+        last = lines[-1].strip() if lines else "no output"
+        if code == 127 or ("No such file" in last and PYTHON in last):
+            return f"{PYTHON} is missing on the node ({last})"
+        return f"the probe exited ({code}): {last}"
+
+    def close(self) -> None:
+        if self.channel is not None:
+            with contextlib.suppress(paramiko.SSHException, OSError):
+                self.channel.close()
+        if self.client is not None:
+            self.client.close()
+
+
+def sessions_for(inventory: Inventory) -> dict[str, NodeSession]:
+    return {n.name: NodeSession(n, inventory.node_ssh(n)) for n in inventory.nodes}
+
+
+def describe(ssh: ResolvedSsh, exc: BaseException) -> str:
+    """transport.describe_error, plus paramiko's ways of saying "authentication failed"."""
+    text = str(exc)
+    confused = "encountered" in text and "key, expected" in text
+    if type(exc) is paramiko.SSHException and (
+        confused or "No authentication methods available" in text
+    ):
+        key = ssh.identity or "the default keys"
+        return f"authentication failed for {ssh.user}@{ssh.host}:{ssh.port} with {key}"
+    return transport.describe_error(ssh, exc)
+
+
+def _kind_of(exc: BaseException) -> str:
+    if isinstance(
+        exc,
+        paramiko.BadHostKeyException | transport.UnknownHostKey | paramiko.AuthenticationException,
+    ):
+        return SSH
+    if isinstance(exc, TimeoutError | socket.timeout | socket.gaierror | OSError):
+        return NETWORK
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
+        return NETWORK  # something answers the port but says nothing: as good as silent
+    return SSH

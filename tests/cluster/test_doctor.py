@@ -1,0 +1,333 @@
+"""`mpicluster doctor` against a real 3-node local cluster: first as `local up` left it
+(up never ran), then provisioned (install: packages) with one thing broken at a time
+on node2. Each time doctor must name exactly that node and that check, with a fix,
+and pass again once the break is undone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LocalCluster, inventory_with, mpicluster, start_local_cluster
+
+pytestmark = pytest.mark.cluster
+
+NAME, SUBNET = "doctor", "192.168.65.0/24"
+NODES = ["node1", "node2", "node3"]
+BROKEN = "node2"
+BLOCK_PATH = 'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"'
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory) -> Iterator[LocalCluster]:
+    """The cluster as `local up` leaves it: sshd and a user, nothing of mpicluster's."""
+    inventory = tmp_path_factory.mktemp("doctor") / "raw.yaml"
+    mpicluster("local", "down", "--name", NAME, check=False)  # leftovers of a killed run
+    yield start_local_cluster(NAME, len(NODES), SUBNET, inventory)
+    mpicluster("local", "down", "--name", NAME, check=False)
+
+
+@pytest.fixture(scope="module")
+def inventory(raw) -> Path:
+    return inventory_with(
+        raw.inventory, raw.inventory.parent / "packages.yaml", stack={"install": "packages"}
+    )
+
+
+@pytest.fixture(scope="module")
+def provisioned(raw, inventory) -> LocalCluster:
+    mpicluster("up", str(inventory), timeout=1800)
+    return raw
+
+
+def doctor(inventory: Path, *args: str) -> tuple[int, dict]:
+    done = mpicluster("doctor", str(inventory), "--json", *args, check=False, timeout=600)
+    assert done.returncode in (0, 1, 2), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def problems(report: dict) -> set[tuple[str, str | None, str]]:
+    """(check, node, status) of every result that is not a pass."""
+    return {
+        (check["name"], result["node"], result["status"])
+        for check in report["checks"]
+        for result in check["results"]
+        if result["status"] != "pass"
+    }
+
+
+def results(report: dict, name: str, node: str) -> list[dict]:
+    check = next(c for c in report["checks"] if c["name"] == name)
+    return [r for r in check["results"] if r["node"] == node and r["status"] != "pass"]
+
+
+def assert_healthy(inventory: Path) -> dict:
+    code, report = doctor(inventory)
+    assert (code, problems(report)) == (0, set()), json.dumps(report, indent=1)[-6000:]
+    return report
+
+
+def wait_for_ssh(inventory: Path, seconds: float = 90) -> None:
+    """Until doctor's ssh check reaches every node (sshd restarting, a node booting)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        code, report = doctor(inventory, "--check", "ssh", "--timeout", "5")
+        if code == 0 or time.monotonic() > deadline:
+            assert code == 0, problems(report)
+            return
+        time.sleep(1)
+
+
+def test_cluster_up_never_touched_says_what_up_would_fix(raw, inventory):
+    code, report = doctor(inventory)
+    assert code == 2
+    found = problems(report)
+    failing_checks = {check for check, _, status in found if status == "fail"}
+    assert {"env", "mesh", "hostfile", "versions"} <= failing_checks, found
+    assert not results(report, "ssh", "node1")  # the control connection itself works
+    for check in report["checks"]:
+        for result in check["results"]:
+            if result["status"] != "pass":
+                assert "mpicluster up" in result["fix"], result
+    env = " ".join(r["evidence"] for r in results(report, "env", "node1"))
+    assert "no mpicluster block" in env
+
+
+def test_healthy_cluster_passes_every_check(provisioned, inventory):
+    report = assert_healthy(inventory)
+    assert [c["name"] for c in report["checks"]] == [
+        "ssh",
+        "mesh",
+        "env",
+        "names",
+        "ports",
+        "interfaces",
+        "versions",
+        "gpus",
+        "clock",
+        "disk",
+        "hostfile",
+    ]
+    assert all(c["not_checked"] == [] for c in report["checks"])
+    mesh = next(c for c in report["checks"] if c["name"] == "mesh")
+    assert {r["node"] for r in mesh["results"]} == set(NODES)
+    assert all("2 of 2 peers" in r["evidence"] for r in mesh["results"])
+
+    table = mpicluster("doctor", str(inventory), timeout=600)
+    for name in ("ssh", "mesh", "env", "names", "ports", "versions", "hostfile"):
+        assert name in table.stdout
+    assert "0 fail" in table.stdout
+
+
+def test_check_option_runs_only_those_checks(provisioned, inventory):
+    code, report = doctor(inventory, "--check", "names", "--check", "ssh")
+    assert code == 0
+    assert [c["name"] for c in report["checks"]] == ["ssh", "names"]
+
+
+def test_broken_path_in_etc_environment(provisioned, inventory):
+    cluster = provisioned
+    sed = r"/^# BEGIN mpicluster/,/^# END mpicluster/ s|^PATH=.*|PATH=\"/nonexistent\"|"
+    cluster.ssh(BROKEN, f"sudo sed -i '{sed}' /etc/environment")
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        assert problems(report) == {("env", BROKEN, "fail")}
+        (result,) = results(report, "env", BROKEN)
+        assert "/nonexistent" in result["evidence"]
+        assert "/etc/environment" in result["fix"] and "mpicluster up" in result["fix"]
+    finally:
+        # absolute paths: this node's PATH is the broken thing
+        restore = rf"/^# BEGIN mpicluster/,/^# END mpicluster/ s|^PATH=.*|{BLOCK_PATH}|"
+        cluster.ssh(BROKEN, f"/usr/bin/sudo /usr/bin/sed -i '{restore}' /etc/environment")
+    assert_healthy(inventory)
+
+
+def test_removed_authorized_key(provisioned, inventory):
+    cluster = provisioned
+    keys = "~/.ssh/authorized_keys"
+    cluster.ssh(
+        BROKEN,
+        f"cp {keys} ~/authorized_keys.doctor && grep -v ' mpicluster:{NAME}$' "
+        f"~/authorized_keys.doctor > {keys}.new && cat {keys}.new > {keys}",
+    )
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        assert problems(report) == {("mesh", BROKEN, "fail")}
+        (result,) = results(report, "mesh", BROKEN)
+        assert f"into {BROKEN}" in result["evidence"]
+        assert "Permission denied" in result["evidence"]
+        assert "authorized_keys" in result["fix"] and f"mpicluster:{NAME}" in result["fix"]
+    finally:
+        cluster.ssh(BROKEN, f"cat ~/authorized_keys.doctor > {keys}")
+    assert_healthy(inventory)
+
+
+def _reload_sshd(cluster: LocalCluster, node: str, commands: str) -> None:
+    # sshd is the only child of the node's init; SIGHUP makes it re-exec with the keys
+    cluster.ssh(node, f"sudo sh -c '{commands} && pkill -HUP -o -x sshd'")
+
+
+def test_changed_host_key(provisioned, inventory):
+    cluster = provisioned
+    _reload_sshd(
+        cluster,
+        BROKEN,
+        "mkdir -p /root/doctor-keys && cp -a /etc/ssh/ssh_host_* /root/doctor-keys/ "
+        "&& rm /etc/ssh/ssh_host_* && ssh-keygen -A >/dev/null",
+    )
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        assert problems(report) == {("ssh", BROKEN, "fail"), ("mesh", BROKEN, "fail")}
+        (result,) = results(report, "ssh", BROKEN)
+        assert "CHANGED" in result["evidence"]
+        assert result["evidence"].count("SHA256:") == 2  # the known key and the offered one
+        assert "ssh-keygen -R" in result["fix"]
+        (mesh,) = results(report, "mesh", BROKEN)
+        assert "host key" in mesh["evidence"]
+        skipped = {c["name"] for c in report["checks"] if BROKEN in c["not_checked"]}
+        assert {"env", "names", "versions", "hostfile"} <= skipped
+    finally:
+        # the control connection refuses the new key: restore through Podman
+        _podman_exec(
+            BROKEN,
+            "rm -f /etc/ssh/ssh_host_* && cp -a /root/doctor-keys/* /etc/ssh/ "
+            "&& pkill -HUP -o -x sshd",
+        )
+    wait_for_ssh(inventory)
+    assert_healthy(inventory)
+
+
+def test_hostname_resolving_to_loopback(provisioned, inventory):
+    cluster = provisioned
+    # /etc/hosts is bind-mounted by Podman: rewrite it in place, never rename onto it
+    cluster.ssh(
+        BROKEN,
+        "cp /etc/hosts ~/hosts.doctor && { echo '127.0.1.1 node2'; cat ~/hosts.doctor; } "
+        "> ~/hosts.new && sudo sh -c 'cat ~vagrant/hosts.new > /etc/hosts'",
+    )
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        assert problems(report) == {("names", BROKEN, "fail")}
+        (result,) = results(report, "names", BROKEN)
+        assert "127.0.1.1" in result["evidence"] and "loopback" in result["evidence"]
+        assert "127.0.1.1 node2" in result["fix"] and "/etc/hosts" in result["fix"]
+    finally:
+        cluster.ssh(BROKEN, "sudo sh -c 'cat ~vagrant/hosts.doctor > /etc/hosts'")
+    assert_healthy(inventory)
+
+
+def test_firewall_blocking_high_ports(provisioned, inventory):
+    cluster = provisioned
+    rule = "INPUT -p tcp --dport 1024:65535 -j DROP"
+    cluster.ssh(BROKEN, f"sudo iptables -I {rule}")
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        found = problems(report)
+        assert ("ports", BROKEN, "fail") in found
+        # a DROP on INPUT also eats the replies to node2's own ssh: the mesh may say so,
+        # about node2 and no other node
+        assert found <= {("ports", BROKEN, "fail"), ("mesh", BROKEN, "fail")}, found
+        (result,) = results(report, "ports", BROKEN)
+        assert "timed out" in result["evidence"] and "iptables" in result["fix"]
+    finally:
+        cluster.ssh(BROKEN, f"sudo iptables -D {rule}")
+    assert_healthy(inventory)
+
+
+def test_different_mpi_build(provisioned, inventory):
+    cluster = provisioned
+    cluster.ssh(
+        BROKEN,
+        "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+        "mpich >/dev/null && sudo update-alternatives --set mpirun /usr/bin/mpirun.mpich "
+        "&& sudo update-alternatives --set mpi /usr/bin/mpicc.mpich",
+    )
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        assert problems(report) == {("versions", BROKEN, "fail")}
+        (result,) = results(report, "versions", BROKEN)
+        assert "MPICH" in result["evidence"] and "Open MPI" in result["evidence"]
+        assert "update-alternatives" in result["fix"]
+    finally:
+        cluster.ssh(
+            BROKEN,
+            "sudo update-alternatives --auto mpirun && sudo update-alternatives --auto mpi "
+            "&& sudo env DEBIAN_FRONTEND=noninteractive apt-get purge -y mpich >/dev/null",
+        )
+    assert_healthy(inventory)
+
+
+def _container(node: str) -> tuple[str, dict[str, str]]:
+    from mpicluster.local.host import podman_env
+    from mpicluster.local.spec import LocalSpec
+    from mpicluster.local.vagrant import Vagrant
+
+    env = podman_env()
+    spec = LocalSpec.saved(NAME)
+    assert spec is not None
+    return Vagrant(spec, env).container_ids()[node], env
+
+
+def _podman(*args: str) -> None:
+    """`podman ARGS <node2's container>`."""
+    cid, env = _container(BROKEN)
+    done = subprocess.run(
+        ["podman", *args, cid],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _podman_exec(node: str, command: str) -> None:
+    cid, env = _container(node)
+    done = subprocess.run(
+        ["podman", "exec", cid, "sh", "-c", command],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_stopped_node_costs_one_timeout(provisioned, inventory):
+    timeout = 6
+    _podman("stop", "-t", "1")
+    try:
+        code, report = doctor(inventory, "--timeout", str(timeout))
+        assert code == 2
+        assert problems(report) == {("ssh", BROKEN, "fail")}
+        (result,) = results(report, "ssh", BROKEN)
+        assert "192.168.65.12" in result["evidence"]
+        assert f"is {BROKEN} up?" in result["fix"]
+        skipped = {c["name"] for c in report["checks"] if BROKEN in c["not_checked"]}
+        assert skipped >= {"mesh", "env", "names", "ports", "versions", "clock", "hostfile"}
+        # one connect timeout, not one per check or per peer
+        assert report["seconds"] < 2 * timeout, report["seconds"]
+    finally:
+        _podman("start")
+    wait_for_ssh(inventory)
+    # Podman rewrote the restarted node's /etc/hosts; doctor says so, and up repairs it
+    code, report = doctor(inventory)
+    assert problems(report) <= {("names", BROKEN, "fail")}
+    mpicluster("up", str(inventory), timeout=1800)
+    assert_healthy(inventory)

@@ -1,0 +1,421 @@
+"""The checks' judgement, from hand-written node facts (pure logic: no nodes needed).
+
+The facts have the shape the probe (mpicluster/doctor/programs/probe.py) prints;
+tests/unit/test_doctor_probe.py runs the real probe, tests/cluster/test_doctor.py the
+whole thing against real nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from mpicluster import hostfile
+from mpicluster.doctor.checks import (
+    basics,
+    consistency,
+    environment,
+    gpus,
+    mesh,
+    names,
+    network,
+    ssh_access,
+)
+from mpicluster.doctor.model import Status
+from mpicluster.doctor.runner import Clock, Gathered, Options
+from mpicluster.doctor.session import NodeSession
+from mpicluster.inventory import parse_inventory
+from mpicluster.layout import ENV_BLOCK_BEGIN, ENV_BLOCK_END, Layout
+
+NODES = ["node1", "node2", "node3"]
+BLOCK = (
+    f"{ENV_BLOCK_BEGIN}\n"
+    'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"\n'
+    'OMPI_MCA_btl_tcp_if_include="10.9.0.0/24"\n'
+    'OMPI_MCA_oob_tcp_if_include="10.9.0.0/24"\n'
+    'PRTE_MCA_oob_tcp_if_include="10.9.0.0/24"\n'
+    f"{ENV_BLOCK_END}\n"
+)
+OPENMPI = "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/"
+MPICH = "HYDRA build details:\n    Version:                                 4.0.2\n"
+
+
+def inventory_text(extra: str = "", network: str = "network: {cidr: 10.9.0.0/24}\n") -> str:
+    nodes = "".join(
+        f"  - {{name: {n}, address: 10.9.0.{11 + i}, slots: 1}}\n" for i, n in enumerate(NODES)
+    )
+    return f"cluster: t\n{network}nodes:\n{nodes}stack: {{install: packages}}\n{extra}"
+
+
+def node_facts(name: str, index: int) -> dict:
+    slots = {n: 1 for n in NODES}
+    cluster_json = {
+        "cluster": "t",
+        "nodes": [{"name": n, "ip": f"10.9.0.{11 + i}"} for i, n in enumerate(NODES)],
+    }
+    return {
+        "kind": "facts",
+        "hostname": name,
+        "cpus": 2,
+        "port": 40000 + index,
+        "env": {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LD_LIBRARY_PATH": None,
+            "OMPI_MCA_btl_tcp_if_include": "10.9.0.0/24",
+            "OMPI_MCA_oob_tcp_if_include": "10.9.0.0/24",
+            "PRTE_MCA_oob_tcp_if_include": "10.9.0.0/24",
+        },
+        "which": {
+            "mpirun": {"path": "/usr/bin/mpirun", "real": "/usr/bin/orterun"},
+            "mpicc": {"path": "/usr/bin/mpicc", "real": "/usr/bin/opal_wrapper"},
+        },
+        "environment_file": BLOCK,
+        "resolve": {n: {"addresses": [f"10.9.0.{11 + i}"]} for i, n in enumerate(NODES)},
+        "interfaces": {
+            "eth0": {"state": "up", "bridge": False, "addresses": [f"10.9.0.{11 + index}/24"]},
+            "lo": {"state": "unknown", "bridge": False, "addresses": ["127.0.0.1/8"]},
+        },
+        "disk": {
+            "install": {
+                "path": "/opt/mpicluster",
+                "measured": "/opt",
+                "free": 50 << 30,
+                "total": 100 << 30,
+            },
+            "tmp": {"path": "/tmp", "measured": "/tmp", "free": 50 << 30, "total": 100 << 30},
+            "shm": {
+                "path": "/dev/shm",
+                "measured": "/dev/shm",
+                "free": 512 << 20,
+                "total": 512 << 20,
+            },
+        },
+        "files": {
+            "/etc/mpicluster/hostfile": hostfile.render(slots, "openmpi"),
+            "/etc/mpicluster/hostfile.mpich": hostfile.render(slots, "mpich"),
+            "/etc/mpicluster/horovod.hosts": hostfile.render(slots, "horovod"),
+            "/etc/mpicluster/cluster.json": json.dumps(cluster_json),
+        },
+        "ssh": {
+            "key": True,
+            "config_block": True,
+            "known_hosts_block": True,
+            "authorized": True,
+            "authorized_from": ["10.9.0.11", "10.9.0.12", "10.9.0.13"],
+        },
+        "versions": {
+            "mpi": {
+                "path": "/usr/bin/mpirun",
+                "real": "/usr/bin/orterun",
+                "sha256": "d4ce4ad5941a28a8",
+                "exit_code": 0,
+                "version_text": OPENMPI,
+            },
+            "fingerprint": None,
+            "python": "3.11.2",
+            "mpi4py": "3.1.4",
+            "horovod": None,
+            "torch": None,
+            "nccl": None,
+            "cuda": None,
+        },
+        "gpus": None,
+    }
+
+
+def gathered(text: str | None = None, tweak=None, **fields) -> Gathered:
+    inv = parse_inventory(text or inventory_text())
+    sessions = {}
+    for index, node in enumerate(inv.nodes):
+        session = NodeSession(node, inv.node_ssh(node))
+        session.facts = node_facts(node.name, index)
+        sessions[node.name] = session
+    if tweak:
+        tweak({name: s.facts for name, s in sessions.items()})
+    options = Options(checks=("mesh", "ports"), timeout=10)
+    return Gathered(inv, Layout.of(inv), options, sessions, **fields)
+
+
+def bad(report) -> set[tuple[str | None, str | None, str]]:
+    return {(r.node, r.peer, str(r.status)) for r in report.results if r.status != Status.PASS}
+
+
+def test_a_healthy_cluster_passes_every_node_check():
+    g = gathered()
+    for run in (
+        environment.check,
+        names.check,
+        network.check_interfaces,
+        consistency.check,
+        gpus.check,
+        basics.check_disk,
+        basics.check_hostfile,
+    ):
+        report = run(g)
+        assert report.status == Status.PASS, [r.evidence for r in report.results]
+        assert report.not_checked == []
+
+
+def test_env_names_the_node_whose_block_path_is_broken():
+    def tweak(facts):
+        facts["node2"]["environment_file"] = BLOCK.replace(
+            'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"',
+            'PATH="/nonexistent"',
+        )
+        facts["node2"]["env"]["PATH"] = "/nonexistent"
+
+    report = environment.check(gathered(tweak=tweak))
+    assert bad(report) == {("node2", None, "fail")}
+    result = next(r for r in report.results if r.status == Status.FAIL)
+    assert "'/nonexistent'" in result.evidence and "/usr/bin" in result.evidence
+    assert "/etc/environment" in result.fix and "mpicluster up" in result.fix
+
+
+def test_env_block_must_be_literal_and_not_overridden():
+    text = BLOCK.replace('PATH="', 'PATH="$HOME/bin:') + 'PATH="/usr/bin:/bin"\n'
+    state, values, problems = environment.parse_block(text)
+    assert state == "ok" and values["PATH"].startswith("$HOME")
+    assert any("not literal" in p for p in problems)
+    assert any("after the block" in p for p in problems)
+    assert environment.parse_block(None)[0] == "missing-file"
+    assert environment.parse_block("LANG=C\n")[0] == "missing"
+    assert environment.parse_block(f"{ENV_BLOCK_END}\n{ENV_BLOCK_BEGIN}\n")[0] == "broken"
+
+
+def test_env_on_a_node_up_never_touched_says_run_up():
+    def tweak(facts):
+        facts["node1"]["environment_file"] = None
+        facts["node1"]["which"]["mpirun"] = {"path": None, "real": None}
+
+    results = environment.check(gathered(tweak=tweak)).results
+    failures = [r for r in results if r.status == Status.FAIL]
+    assert {r.node for r in failures} == {"node1"}
+    assert len(failures) == 2 and all("mpicluster up" in r.fix for r in failures)
+    assert any("which mpirun" in r.evidence for r in failures)
+
+
+def test_names_catches_the_loopback_hostname_and_wrong_addresses():
+    def tweak(facts):
+        facts["node2"]["resolve"]["node2"] = {"addresses": ["127.0.1.1", "10.9.0.12"]}
+        facts["node3"]["resolve"]["node1"] = {"addresses": ["10.9.9.9"]}
+        facts["node1"]["resolve"]["node3"] = {"error": "[Errno -2] Name or service not known"}
+
+    report = names.check(gathered(tweak=tweak))
+    assert bad(report) == {
+        ("node2", None, "fail"),
+        ("node3", "node1", "fail"),
+        ("node1", "node3", "fail"),
+    }
+    loop = next(r for r in report.results if r.node == "node2")
+    assert "127.0.1.1" in loop.evidence and "`127.0.1.1 node2`" in loop.fix
+
+
+def test_versions_names_the_node_with_another_mpi():
+    def tweak(facts):
+        facts["node2"]["versions"]["mpi"] = {
+            "path": "/usr/bin/mpirun",
+            "real": "/usr/bin/mpiexec.hydra",
+            "sha256": "5ce66ed6f1142c80",
+            "exit_code": 0,
+            "version_text": MPICH,
+        }
+
+    report = consistency.check(gathered(tweak=tweak))
+    assert bad(report) == {("node2", None, "fail")}
+    result = next(r for r in report.results if r.node == "node2")
+    assert "MPICH 4.0.2" in result.evidence and "Open MPI 4.1.4" in result.evidence
+    assert "update-alternatives" in result.fix
+
+
+def test_versions_source_install_without_a_build():
+    text = inventory_text().replace("stack: {install: packages}\n", "")
+    report = consistency.check(gathered(text))
+    assert {r.node for r in report.results if r.status == Status.FAIL} == set(NODES)
+    assert all("FINGERPRINT.json" in r.evidence for r in report.results)
+
+
+def test_mpi_names():
+    assert consistency.mpi_name({"version_text": OPENMPI}) == "Open MPI 4.1.4"
+    assert consistency.mpi_name({"version_text": MPICH}) == "MPICH 4.0.2 (Hydra)"
+    assert consistency.mpi_name({"version_text": "", "exit_code": 127}).startswith("unknown")
+    assert consistency.mpi_name(None) is None
+
+
+def test_interfaces_warn_on_bridges_only_when_mpi_is_not_restricted():
+    def tweak(facts):
+        facts["node3"]["interfaces"]["docker0"] = {
+            "state": "down",
+            "bridge": True,
+            "addresses": ["172.17.0.1/16"],
+        }
+
+    restricted = network.check_interfaces(gathered(tweak=tweak))
+    assert restricted.status == Status.PASS
+    assert "docker0" in next(r.evidence for r in restricted.results if r.node == "node3")
+    loose = network.check_interfaces(gathered(inventory_text(network=""), tweak=tweak))
+    assert bad(loose) == {("node3", None, "warn")}
+    missing = network.check_interfaces(
+        gathered(inventory_text(network="network: {interface: ib0}\n"))
+    )
+    assert {r.node for r in missing.results if r.status == Status.FAIL} == set(NODES)
+
+
+def test_disk_thresholds():
+    def tweak(facts):
+        facts["node1"]["disk"]["tmp"]["free"] = 10 << 20
+        facts["node2"]["disk"]["shm"]["free"] = 20 << 20
+
+    report = basics.check_disk(gathered(tweak=tweak))
+    assert bad(report) == {("node1", None, "fail"), ("node2", None, "warn")}
+
+
+def test_hostfile_missing_or_stale():
+    def tweak(facts):
+        facts["node1"]["files"]["/etc/mpicluster/hostfile"] = None
+        facts["node3"]["files"]["/etc/mpicluster/hostfile.mpich"] = "node1:1\nnode2:1\n"
+
+    report = basics.check_hostfile(gathered(tweak=tweak))
+    assert bad(report) == {("node1", None, "fail"), ("node3", None, "fail")}
+    assert all("mpicluster up" in r.fix for r in report.results if r.fix)
+
+
+def test_gpus():
+    text = inventory_text().replace("slots: 1}", "slots: 1, gpus: 2}")
+
+    def tweak(facts):
+        for i, name in enumerate(NODES):
+            facts[name]["gpus"] = {
+                "ok": True,
+                "count": 2,
+                "names": ["NVIDIA H100"],
+                "driver": "550.54" if i != 2 else "535.1",
+                "cuda": "12.4",
+            }
+        facts["node1"]["gpus"]["count"] = 1
+
+    report = gpus.check(gathered(text, tweak=tweak))
+    assert bad(report) == {("node1", None, "fail"), ("node3", None, "fail")}
+    assert "the inventory says 2" in next(r.evidence for r in report.results if r.node == "node1")
+    assert "535.1" in next(r.evidence for r in report.results if r.node == "node3")
+    assert gpus.check(gathered()).results[0].node is None  # no GPUs: one cluster-wide line
+
+
+def test_clock_skew_against_the_median():
+    clocks = {
+        "node1": Clock(0.01, 0.001),
+        "node2": Clock(5.0, 0.001),
+        "node3": Clock(-0.01, 0.001),
+    }
+    report = basics.check_clock(gathered(clocks=clocks))
+    assert bad(report) == {("node2", None, "warn")}
+    clocks["node2"] = Clock(100.0, 0.001)
+    assert bad(basics.check_clock(gathered(clocks=clocks))) == {("node2", None, "fail")}
+
+
+def _pairs(fail_into=None, fail_out=None, rc=255, stderr="Permission denied (publickey)."):
+    result = {}
+    for s in NODES:
+        for t in NODES:
+            if s != t:
+                broken = t == fail_into or s == fail_out
+                result[(s, t)] = {
+                    "peer": t,
+                    "rc": rc if broken else 0,
+                    "stderr": stderr if broken else "",
+                }
+    return result
+
+
+def test_mesh_blames_the_node_that_refuses_the_cluster_key():
+    def tweak(facts):
+        facts["node2"]["ssh"]["authorized"] = False
+
+    report = mesh.check(gathered(tweak=tweak, ssh_pairs=_pairs(fail_into="node2")))
+    assert bad(report) == {("node2", None, "fail")}
+    result = next(r for r in report.results if r.status == Status.FAIL)
+    assert "into node2" in result.evidence and "Permission denied" in result.evidence
+    assert "authorized_keys" in result.fix and "mpicluster:t" in result.fix
+
+
+def test_mesh_on_a_cluster_without_the_cluster_key():
+    def tweak(facts):
+        for f in facts.values():
+            f["ssh"] = {
+                "key": False,
+                "config_block": False,
+                "known_hosts_block": False,
+                "authorized": False,
+                "authorized_from": None,
+            }
+
+    everything = _pairs(fail_into="node1", fail_out="node1")
+    for key in everything:
+        everything[key] = {"peer": key[1], "rc": 255, "stderr": "Host key verification failed."}
+    report = mesh.check(gathered(tweak=tweak, ssh_pairs=everything))
+    assert {r.node for r in report.results if r.status == Status.FAIL} == set(NODES)
+    assert all("mpicluster up" in r.fix for r in report.results)
+
+
+def test_ports_blame_a_node_that_drops_everything():
+    tcp = {}
+    for s in NODES:
+        for t in NODES:
+            if s != t:
+                ok = "node2" not in (s, t)
+                tcp[(s, t)] = {"peer": t, "ok": ok, "error": None if ok else "timed out"}
+    report = network.check_ports(gathered(tcp_pairs=tcp))
+    assert bad(report) == {("node2", None, "fail")}
+    result = next(r for r in report.results if r.status == Status.FAIL)
+    assert "10.9.0.12:40001" in result.evidence and "iptables" in result.fix
+
+
+def test_ssh_check_shows_a_changed_host_key_with_a_fix():
+    g = gathered()
+    session = g.sessions["node2"]
+    session.facts = None
+    session.error = "host key for 10.9.0.12 CHANGED: known SHA256:aaa, offered SHA256:bbb; ..."
+    for name in ("node1", "node3"):
+        g.sessions[name].client = object()  # connected (judge only looks at the flag)
+    report = ssh_access.check(g)
+    assert bad(report) == {("node2", None, "fail")}
+    result = next(r for r in report.results if r.node == "node2")
+    assert "SHA256:aaa" in result.evidence and "SHA256:bbb" in result.evidence
+    assert "ssh-keygen -R 10.9.0.12" in result.fix
+    assert environment.check(g).not_checked == ["node2"]
+
+
+def test_facts_of_one_node_do_not_leak_into_another():
+    g = gathered()
+    before = copy.deepcopy(g.facts("node1"))
+    environment.check(g)
+    names.check(g)
+    assert g.facts("node1") == before
+
+
+def test_only_lone_network_failures_get_a_second_try():
+    from mpicluster.doctor.runner import network_failure, retry_plan
+
+    pairs = _pairs()
+    pairs[("node1", "node3")] = {
+        "peer": "node3",
+        "rc": 255,
+        "stderr": "ssh: connect to host 10.9.0.13 port 22: Connection timed out",
+    }
+    pairs[("node3", "node1")] = {"peer": "node1", "rc": 255, "stderr": "Permission denied."}
+    tcp = {("node2", "node3"): {"peer": "node3", "ok": False, "error": "timed out"}}
+    tcp[("node3", "node2")] = {"peer": "node2", "ok": True, "error": None}
+    tcp[("node1", "node3")] = {"peer": "node3", "ok": True, "error": None}
+    g = gathered(ssh_pairs=pairs, tcp_pairs=tcp)
+    assert retry_plan(g) == {"node1": (["node3"], set()), "node2": ([], {"node3"})}
+    timeouts = _pairs(fail_into="node2", stderr="port 22: Connection timed out")
+    assert retry_plan(gathered(ssh_pairs=timeouts)) == {}  # a pattern: blamed, not retried
+    assert network_failure({"rc": None, "stderr": ""})
+    assert not network_failure({"rc": 255, "stderr": "Host key verification failed."})
+
+
+def test_a_pair_that_works_on_the_second_try_passes_with_a_note():
+    pairs = _pairs()
+    pairs[("node1", "node3")] = {**pairs[("node1", "node3")], "attempts": 2}
+    report = mesh.check(gathered(ssh_pairs=pairs))
+    assert report.status == Status.PASS
+    assert "node3 on a second try" in next(r.evidence for r in report.results if r.node == "node1")

@@ -1,0 +1,110 @@
+"""The real probe program, run here through the same bootstrap doctor uses on nodes.
+
+This machine stands in for a node: the conversation (script over stdin, JSON lines
+both ways), the facts' shape, the TCP listener and the peer connects are all real.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from mpicluster.doctor.session import BOOTSTRAP, PROBE
+
+
+def start(spec: dict) -> subprocess.Popen:
+    script = PROBE.read_bytes()
+    process = subprocess.Popen(
+        [sys.executable, "-c", BOOTSTRAP, str(len(script))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    process.stdin.write(script + json.dumps({"spec": spec}).encode() + b"\n")
+    process.stdin.flush()
+    return process
+
+
+def spec(**extra) -> dict:
+    return {
+        "cluster": "t",
+        "token": "abc123",
+        "deadline": 60,
+        "listen": True,
+        "names": ["localhost", "no-such-host.invalid"],
+        "gpus": 0,
+        "files": ["/etc/hostname", "/nonexistent/hostfile"],
+        "resolve_timeout": 5,
+        "layout": {
+            "prefix": "/nonexistent/mpicluster",
+            "install": "source",
+            "mpi_bin": "/nonexistent/mpicluster/current/bin",
+            "mpi_lib": "/nonexistent/mpicluster/current/lib",
+            "python": "/nonexistent/mpicluster/current/venv/bin/python",
+            "fingerprint_file": "/nonexistent/mpicluster/current/FINGERPRINT.json",
+            "cuda_home": None,
+        },
+        **extra,
+    }
+
+
+def read(process: subprocess.Popen) -> dict:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, process.stderr.read().decode() if process.stderr else ""
+    return json.loads(line)
+
+
+def test_probe_conversation_facts_listener_and_peers():
+    process = start(spec())
+    try:
+        facts = read(process)
+        assert facts["kind"] == "facts"
+        assert facts["resolve"]["localhost"]["addresses"][0].startswith("127.")
+        assert "error" in facts["resolve"]["no-such-host.invalid"]
+        assert facts["files"]["/nonexistent/hostfile"] is None
+        assert facts["versions"]["fingerprint"] is None
+        assert facts["disk"]["install"]["measured"] == "/"
+        assert facts["disk"]["tmp"]["free"] > 0
+        assert "lo" in facts["interfaces"]
+        assert facts["ssh"]["key"] is False and facts["gpus"] is None
+        port = facts["port"]
+        assert isinstance(port, int) and port > 1023
+
+        peers = {
+            "peers": {
+                "ssh": [],
+                "tcp": [
+                    {"name": "self", "address": "127.0.0.1", "port": port},
+                    {"name": "closed", "address": "127.0.0.1", "port": 1},
+                ],
+                "budget": 30,
+                "ssh_timeout": 5,
+                "tcp_timeout": 3,
+            }
+        }
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(peers).encode() + b"\n")
+        process.stdin.flush()
+        assert read(process)["kind"] == "clock"
+        result = read(process)
+        assert result["kind"] == "pairs"
+        tcp = {item["peer"]: item for item in result["tcp"]}
+        assert tcp["self"]["ok"] is True  # our own listener answered with the token
+        assert tcp["closed"]["ok"] is False and "refused" in tcp["closed"]["error"].lower()
+        process.stdin.close()  # end of input: the listener closes and the probe exits
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+
+
+def test_probe_watchdog_ends_a_forgotten_probe():
+    process = start(spec(deadline=2, listen=False))
+    try:
+        assert read(process)["kind"] == "facts"
+        # control never answers: the watchdog must end it anyway
+        assert process.wait(timeout=20) == 3
+    finally:
+        process.kill()
