@@ -129,9 +129,9 @@ def test_smoke_names_the_node_whose_path_is_broken(cluster, inventory):
 
 
 def test_unreachable_node_stops_up_before_any_change(cluster, inventory, tmp_path):
-    from mpicluster.cluster_key import cluster_dir
-
     import yaml
+
+    from mpicluster.cluster_key import cluster_dir
 
     data = yaml.safe_load(inventory.read_text())
     data["nodes"].insert(0, {"name": "ghost", "address": "192.168.63.99"})
