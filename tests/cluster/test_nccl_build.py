@@ -63,6 +63,8 @@ def test_nccl_role_builds_from_the_cache(tmp_path):
         "stack_build_work": str(work),
         "stack_build_dir": str(stack),
         "mpicluster_stack_fingerprint": "nccl-test",
+        # this machine's python with ansible, not whatever interpreter discovery finds
+        "ansible_python_interpreter": sys.executable,
         "stack_build_nccl_only_funcs": os.environ.get(
             "MPICLUSTER_NCCL_ONLY_FUNCS", "AllReduce Sum f32 RING SIMPLE"
         ),
