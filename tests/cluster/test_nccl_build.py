@@ -4,9 +4,9 @@ No registry these machines reach carries NCCL's source, so CI has none and this 
 is skipped there (and says why). With a tarball (MPICLUSTER_NCCL_TARBALL, or
 nccl-*.tar.gz in the default source cache) it runs the stack_build role's NCCL tasks
 on this machine, which has CUDA's compiler (/usr/local/cuda) but no GPU, and checks
-the library and header it installs (about 4 minutes on 2 cores). MPICLUSTER_NCCL_ONLY_FUNCS (default "AllReduce Sum
-f32 RING SIMPLE") limits the device code, since every collective for one architecture
-takes about 28 minutes on 2 cores; set it to "" for the full build.
+the library and header it installs. MPICLUSTER_NCCL_ONLY_FUNCS (default "AllReduce
+Sum f32 RING SIMPLE"; about 4 minutes on 2 cores) limits the device code, since every
+collective for one architecture takes about 28 minutes on 2 cores; "" builds them all.
 """
 
 from __future__ import annotations
