@@ -69,6 +69,11 @@ def cluster(nodes: int, work: Path, openmpi: dict, *, fresh: bool) -> Path:
     )
 
 
+def record(rows: list, label: str, seconds: float) -> None:
+    rows.append((label, seconds))
+    print(f"{label:<42}  {seconds:8.1f} s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm-only", action="store_true")
@@ -79,18 +84,18 @@ def main() -> None:
     try:
         if not options.warm_only:
             inv = cluster(1, work, openmpi, fresh=True)
-            rows.append(("fresh up, 1 node (builds)", mpicluster("up", str(inv))))
+            record(rows, "fresh up, 1 node (builds)", mpicluster("up", str(inv)))
             shutil.rmtree(work / "artifacts")
             inv = cluster(3, work, openmpi, fresh=True)
-            rows.append(("fresh up, 3 nodes (builds once)", mpicluster("up", str(inv))))
+            record(rows, "fresh up, 3 nodes (builds once)", mpicluster("up", str(inv)))
         else:
             inv = cluster(1, work, openmpi, fresh=True)
             mpicluster("up", str(inv))
         inv = cluster(3, work, openmpi, fresh=True)
-        rows.append(("fresh up, 3 nodes, warm artifact cache", mpicluster("up", str(inv))))
-        rows.append(("second up, 3 nodes (no changes)", mpicluster("up", str(inv))))
+        record(rows, "fresh up, 3 nodes, warm artifact cache", mpicluster("up", str(inv)))
+        record(rows, "second up, 3 nodes (no changes)", mpicluster("up", str(inv)))
         inv = cluster(4, work, openmpi, fresh=False)
-        rows.append(("add a 4th node to the provisioned cluster", mpicluster("up", str(inv))))
+        record(rows, "add a 4th node to the provisioned cluster", mpicluster("up", str(inv)))
     finally:
         subprocess.run(
             [sys.executable, "-m", "mpicluster", "local", "down", "--name", NAME],
@@ -99,9 +104,6 @@ def main() -> None:
             check=False,
         )
         shutil.rmtree(work, ignore_errors=True)
-    width = max(len(label) for label, _ in rows)
-    for label, seconds in rows:
-        print(f"{label:<{width}}  {seconds:8.1f} s")
     times = dict(rows)
     one, three = (
         times.get("fresh up, 1 node (builds)"),

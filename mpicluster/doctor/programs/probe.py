@@ -57,6 +57,9 @@ SSH_OPTIONS = [
     "ControlPath=none",
     "-o",
     "ConnectionAttempts=1",
+    # doctor changes nothing: no learning of extra host keys into a known_hosts
+    "-o",
+    "UpdateHostKeys=no",
     "-T",
 ]
 # Fast key exchange first (the default post-quantum one costs ~10x the CPU); the
