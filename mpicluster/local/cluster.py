@@ -66,6 +66,7 @@ def up(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalCluste
             extra = previous.node_names[spec.nodes :]
             old.run("destroy", "--force", *extra, on_line=_vagrant_lines(progress))
         _remove_strays(podman, vagrant, spec, progress)
+        host.ensure_neighbour_table(spec.nodes, progress)
         if podman.ensure_network(spec.network_name, spec.subnet):
             progress(f"Created Podman network {spec.network_name} ({spec.subnet})")
         if not image.image_is_current(spec.image, env):
