@@ -75,6 +75,7 @@ def node_facts(name: str, index: int) -> dict:
             "eth0": {"state": "up", "bridge": False, "addresses": [f"10.9.0.{11 + index}/24"]},
             "lo": {"state": "unknown", "bridge": False, "addresses": ["127.0.0.1/8"]},
         },
+        "neighbour": {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024},
         "disk": {
             "install": {
                 "path": "/opt/mpicluster",
@@ -258,6 +259,22 @@ def test_interfaces_warn_on_bridges_only_when_mpi_is_not_restricted():
         gathered(inventory_text(network="network: {interface: ib0}\n"))
     )
     assert {r.node for r in missing.results if r.status == Status.FAIL} == set(NODES)
+
+
+def test_interfaces_judge_the_arp_table_against_the_cluster_size():
+    # 3 nodes need about 3 + NEIGHBOUR_SPARE = 35 entries on each node
+    def tweak(facts):
+        facts["node1"]["neighbour"] = {"gc_thresh1": 4, "gc_thresh2": 8, "gc_thresh3": 16}
+        facts["node2"]["neighbour"] = {"gc_thresh1": 16, "gc_thresh2": 32, "gc_thresh3": 64}
+        facts["node3"]["neighbour"] = None  # hidden (a container): not judged
+
+    report = network.check_interfaces(gathered(tweak=tweak))
+    assert bad(report) == {("node1", None, "fail"), ("node2", None, "warn")}
+    node1 = next(r for r in report.results if r.node == "node1")
+    assert "at most 16 entries (gc_thresh3)" in node1.evidence
+    assert "gc_thresh3=140" in node1.fix and "/etc/sysctl.d/" in node1.fix
+    node2 = next(r for r in report.results if r.node == "node2")
+    assert "gc_thresh1=35 " in node2.fix and "gc_thresh2=70 " in node2.fix
 
 
 def test_disk_thresholds():

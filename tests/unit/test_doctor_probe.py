@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from mpicluster.doctor.session import BOOTSTRAP, PROBE
 
@@ -69,6 +70,7 @@ def test_probe_conversation_facts_listener_and_peers():
         assert facts["disk"]["install"]["measured"] == "/"
         assert facts["disk"]["tmp"]["free"] > 0
         assert "lo" in facts["interfaces"]
+        assert facts["neighbour"] == _neighbour_limits()
         assert facts["ssh"]["key"] is False and facts["gpus"] is None
         port = facts["port"]
         assert isinstance(port, int) and port > 1023
@@ -108,3 +110,10 @@ def test_probe_watchdog_ends_a_forgotten_probe():
         assert process.wait(timeout=20) == 3
     finally:
         process.kill()
+
+
+def _neighbour_limits():
+    folder = Path("/proc/sys/net/ipv4/neigh/default")
+    if not folder.is_dir():
+        return None  # a network namespace that hides the table
+    return {k: int((folder / k).read_text()) for k in ("gc_thresh1", "gc_thresh2", "gc_thresh3")}

@@ -6,7 +6,9 @@ drops those ports (the other classic hang) shows up with the node that drops the
 
 `interfaces`: the interface or network the inventory names exists on every node,
 and bridges MPI might pick (docker0, virbr0, ...) are flagged when nothing tells
-MPI to avoid them.
+MPI to avoid them. Each node's ARP table must hold every peer: above gc_thresh3
+entries the kernel refuses new ones ("neighbor table overflow") and connections to
+some peers time out; above gc_thresh2 it evicts entries within seconds.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ PORTS_TITLE = "TCP between nodes on ephemeral high ports (MPI's data and daemon 
 INTERFACES = "interfaces"
 INTERFACES_TITLE = "Network interfaces (the inventory's network, stray bridges)"
 BRIDGE_PREFIXES = ("docker", "virbr", "br-", "cni", "podman", "lxcbr", "lxdbr", "flannel", "kube")
+#: ARP entries a node needs beyond its peers: gateway, control machine, services.
+NEIGHBOUR_SPARE = 32
 
 
 def check_ports(g: Gathered) -> CheckReport:
@@ -166,6 +170,7 @@ def judge(g: Gathered, node: str, facts: dict) -> list[Result]:
                 f"set network.cidr (or network.interface) in the inventory, then {UP}",
             )
         )
+    results.extend(_neighbour_table(node, facts.get("neighbour"), len(g.inventory.nodes)))
     if not results:
         text = (
             f"MPI network {chosen} ({', '.join(interfaces[chosen]['addresses'])})"
@@ -176,3 +181,38 @@ def judge(g: Gathered, node: str, facts: dict) -> list[Result]:
             text += f"; {', '.join(bridges)} present but MPI is restricted to {network.selector}"
         results.append(passed(node, text))
     return results
+
+
+def _neighbour_table(node: str, limits: dict | None, nodes: int) -> list[Result]:
+    """A warning or failure when `node`'s ARP table cannot hold the cluster."""
+    if not limits:
+        return []  # hidden in this network namespace (a container): the host's concern
+    need = nodes + NEIGHBOUR_SPARE
+    low, middle, high = (limits.get(k, 0) for k in ("gc_thresh1", "gc_thresh2", "gc_thresh3"))
+    if need <= middle:
+        return []
+    settings = (
+        f"net.ipv4.neigh.default.gc_thresh1={max(low, need)} "
+        f"net.ipv4.neigh.default.gc_thresh2={max(middle, 2 * need)} "
+        f"net.ipv4.neigh.default.gc_thresh3={max(high, 4 * need)}"
+    )
+    fix = f"on {node}: sysctl -w {settings} (and the same in /etc/sysctl.d/ to keep it)"
+    if need > high:
+        return [
+            failed(
+                node,
+                f"{node}'s ARP table holds at most {high} entries (gc_thresh3) and "
+                f"{nodes} nodes need about {need}: connections to some peers will time "
+                "out ('neighbor table overflow' in dmesg)",
+                fix,
+            )
+        ]
+    return [
+        warned(
+            node,
+            f"{node}'s ARP table keeps {middle} entries (gc_thresh2) and {nodes} nodes "
+            f"need about {need}: the kernel evicts the rest within seconds, so MPI's "
+            "start-up resolves peers again and again",
+            fix,
+        )
+    ]

@@ -111,6 +111,18 @@ def read_text(path):
         return None
 
 
+def neighbour_limits():
+    """The kernel's ARP table limits, or None where this network namespace hides them."""
+    limits = {}
+    for key in ("gc_thresh1", "gc_thresh2", "gc_thresh3"):
+        text = read_text("/proc/sys/net/ipv4/neigh/default/" + key)
+        try:
+            limits[key] = int(text)
+        except (TypeError, ValueError):
+            return None
+    return limits
+
+
 def first_existing(paths):
     for path in paths:
         if path and os.path.exists(path):
@@ -377,6 +389,7 @@ def gather(spec):
         "environment_file": read_text("/etc/environment"),
         "resolve": resolved,
         "interfaces": interfaces(),
+        "neighbour": neighbour_limits(),
         "disk": disk(disk_paths),
         "files": files,
         "ssh": ssh_trust(spec["cluster"]),
