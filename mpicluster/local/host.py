@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from mpicluster import proc
+from mpicluster import neighbour, proc
 from mpicluster.errors import ToolMissingError, UsageError
 from mpicluster.paths import state_dir
 
@@ -84,25 +84,17 @@ def require_root(provider: str) -> None:
 #: node container, and this machine, count against its limits together.
 NEIGHBOUR_DIR = Path("/proc/sys/net/ipv4/neigh/default")
 NEIGHBOUR_HEADROOM = 256
-NEIGHBOUR_KEYS = ("gc_thresh1", "gc_thresh2", "gc_thresh3")
 
 
 def neighbour_limits(nodes: int, current: dict[str, int]) -> dict[str, int]:
-    """The gc_thresh1/2/3 a cluster of `nodes` containers needs; never lower than now.
+    """The limits a local cluster of `nodes` containers needs; never lower than now.
 
     Each node learns every other node and the gateway: about (nodes + 1) ** 2 entries
-    in the one shared table. Above gc_thresh3 the kernel refuses new entries ("neighbor
-    table overflow"): connections between some node pairs then time out, which doctor
-    rightly reports as a broken network. Above gc_thresh2 entries are collected within
-    seconds; below gc_thresh1 never. Limits that already hold the cluster are kept.
+    in the one shared table; 32 nodes overflow the default gc_thresh3 of 1024, and
+    doctor then rightly reports node pairs that time out.
     """
-    need = (nodes + 1) ** 2 + NEIGHBOUR_HEADROOM
-    if need <= current.get("gc_thresh2", 0) <= current.get("gc_thresh3", 0):
-        return dict(current)
-    low = max(need, current.get("gc_thresh1", 0))
-    middle = max(2 * need, current.get("gc_thresh2", 0), low)
-    high = max(4 * need, current.get("gc_thresh3", 0), middle)
-    return {"gc_thresh1": low, "gc_thresh2": middle, "gc_thresh3": high}
+    entries = (nodes + 1) ** 2 + NEIGHBOUR_HEADROOM
+    return dict(current) if neighbour.fits(entries, current) else neighbour.raised(entries, current)
 
 
 def ensure_neighbour_table(nodes: int, progress: Progress, root: Path = NEIGHBOUR_DIR) -> None:
@@ -112,26 +104,25 @@ def ensure_neighbour_table(nodes: int, progress: Progress, root: Path = NEIGHBOU
     when it may not change them.
     """
     try:
-        current = {key: int((root / key).read_text()) for key in NEIGHBOUR_KEYS}
+        current = {key: int((root / key).read_text()) for key in neighbour.KEYS}
     except (OSError, ValueError):
         return  # not Linux, or a network namespace that does not own the table
     wanted = neighbour_limits(nodes, current)
     if wanted == current:
         return
-    before = "/".join(str(current[key]) for key in NEIGHBOUR_KEYS)
-    after = "/".join(str(wanted[key]) for key in NEIGHBOUR_KEYS)
-    changed = [key for key in reversed(NEIGHBOUR_KEYS) if wanted[key] != current[key]]
+    before = "/".join(str(current[key]) for key in neighbour.KEYS)
+    after = "/".join(str(wanted[key]) for key in neighbour.KEYS)
+    changed = [key for key in reversed(neighbour.KEYS) if wanted[key] != current[key]]
     try:
         if not all(os.access(root / key, os.W_OK) for key in changed):
             raise PermissionError(13, "permission denied")  # change all or none
         for key in changed:  # gc_thresh3 first: 1 <= 2 <= 3 at every step
             (root / key).write_text(f"{wanted[key]}\n")
     except OSError as exc:
-        settings = " ".join(f"net.ipv4.neigh.default.{k}={wanted[k]}" for k in NEIGHBOUR_KEYS)
         progress(
             f"Warning: the kernel's ARP table limits ({before}) are too small for {nodes} "
             f"nodes and could not be raised ({exc.strerror}); node pairs may time out. "
-            f"Run: sysctl -w {settings}"
+            f"Run: {neighbour.sysctl_command(wanted)}"
         )
         return
     progress(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mpicluster import neighbour
 from mpicluster.local import host
 
 DEFAULTS = {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}
@@ -13,7 +14,7 @@ def write(folder, values):
 
 
 def read(folder):
-    return {key: int((folder / key).read_text()) for key in host.NEIGHBOUR_KEYS}
+    return {key: int((folder / key).read_text()) for key in neighbour.KEYS}
 
 
 def test_small_cluster_keeps_the_kernel_defaults():

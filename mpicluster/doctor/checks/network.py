@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from mpicluster import neighbour
 from mpicluster.doctor import pairs as pair_plan
 from mpicluster.doctor.checks.common import UP, per_node, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
@@ -188,15 +189,11 @@ def _neighbour_table(node: str, limits: dict | None, nodes: int) -> list[Result]
     if not limits:
         return []  # hidden in this network namespace (a container): the host's concern
     need = nodes + NEIGHBOUR_SPARE
-    low, middle, high = (limits.get(k, 0) for k in ("gc_thresh1", "gc_thresh2", "gc_thresh3"))
-    if need <= middle:
+    if neighbour.fits(need, limits):
         return []
-    settings = (
-        f"net.ipv4.neigh.default.gc_thresh1={max(low, need)} "
-        f"net.ipv4.neigh.default.gc_thresh2={max(middle, 2 * need)} "
-        f"net.ipv4.neigh.default.gc_thresh3={max(high, 4 * need)}"
-    )
-    fix = f"on {node}: sysctl -w {settings} (and the same in /etc/sysctl.d/ to keep it)"
+    middle, high = limits.get("gc_thresh2", 0), limits.get("gc_thresh3", 0)
+    command = neighbour.sysctl_command(neighbour.raised(need, limits))
+    fix = f"on {node}: {command} (and the same in /etc/sysctl.d/ to keep it)"
     if need > high:
         return [
             failed(
