@@ -22,7 +22,7 @@ def test_small_cluster_keeps_the_kernel_defaults():
 
 
 def test_32_nodes_outgrow_the_defaults_the_way_the_benchmark_hit_them():
-    # 32 nodes x 33 neighbours each = 1056 entries > gc_thresh3 = 1024
+    # 32 containers and this machine, 33 entries each: 33 * 33 = 1089 > gc_thresh3 = 1024
     wanted = host.neighbour_limits(32, DEFAULTS)
     assert wanted["gc_thresh1"] >= 33 * 33
     assert wanted["gc_thresh1"] <= wanted["gc_thresh2"] <= wanted["gc_thresh3"]
