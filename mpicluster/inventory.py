@@ -460,12 +460,12 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
         if spec.url and (not spec.version or spec.version.endswith(".x")):
             add((*loc, "version"), "give the exact version of the file at url")
         elif not spec.url:
-            from mpicluster.stack.sources import resolve
+            from mpicluster.stack.lockfile import LockfileError, resolve
 
             try:
                 resolve(component, spec.version, None, None)
-            except UsageError as exc:
-                add((*loc, "version"), exc.message.split(": ", 1)[1])
+            except LockfileError as exc:
+                add((*loc, "version"), exc.reason)
     return problems
 
 

@@ -68,7 +68,11 @@ def recipe_digest() -> str:
 
 
 def mirror() -> str:
-    return os.environ.get("MPICLUSTER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    """The Debian mirror debootstrap fetches from: $MPICLUSTER_DEBIAN_MIRROR, else the one
+    this machine's own apt sources use (so a proxy or internal mirror is followed)."""
+    from mpicluster.apt_sources import debootstrap_mirror
+
+    return debootstrap_mirror()
 
 
 def insecure_public_key() -> str:

@@ -1,9 +1,17 @@
 """The source cache on the control machine: every download verified, nothing half-written.
 
-Files live under the cache folder by their upstream name (`openmpi-5.0.8.tar.bz2`),
-so a user can pre-seed it with files brought by hand. A file is used only when its
-sha256 matches the pin; a download whose checksum does not match is deleted and
-refused. Downloads go to a temporary file and are renamed into place when verified.
+Files live under the cache folder by their own name (`openmpi-5.0.8.tar.bz2`), so a
+user can pre-seed it with files brought by hand. A file is used only when its sha256
+matches the pin; a download whose checksum does not match is deleted and refused.
+
+Each file is fetched the way its lockfile entry says (see mpicluster.stack.lockfile):
+a URL with urllib; a PyPI sdist with `pip download`, so pip's configuration (pip.conf,
+PIP_INDEX_URL) decides the index; a Debian source package's file with `apt-get source`
+from the Debian mirror this machine's apt uses, with a private source list and state
+under the cache's `.apt` folder (the rest of apt's configuration, a proxy included,
+still applies). `sources.mirror`, when set, is tried first for every file by its name.
+Everything lands in a temporary file or folder inside the cache and is renamed into
+place once verified.
 """
 
 from __future__ import annotations
@@ -12,6 +20,8 @@ import contextlib
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -19,15 +29,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpicluster import apt_sources
 from mpicluster.errors import MpiclusterError
-from mpicluster.stack.sources import Source
+from mpicluster.stack.lockfile import Debian, Origin, Pypi, Source, Url
+from mpicluster.text import telling_line
 
 Progress = Callable[[str], None]
 CHUNK = 1 << 20
+#: How long one pip or apt-get command may take (a slow proxy, a large index).
+TOOL_TIMEOUT = 900
 
 
 class ChecksumMismatch(MpiclusterError):
     pass
+
+
+class FetchFailed(MpiclusterError):
+    """One way of fetching a file did not work; the next one is tried."""
 
 
 @dataclass(frozen=True)
@@ -46,14 +64,18 @@ def sha256_of(path: Path) -> str:
         digest, _, remembered = memo.read_text().strip().partition(" ")
         if remembered == key:
             return digest
+    value = _hash(path)
+    with contextlib.suppress(OSError):  # a read-only cache still works, just slower
+        memo.write_text(f"{value} {key}\n")
+    return value
+
+
+def _hash(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
-    value = digest.hexdigest()
-    with contextlib.suppress(OSError):  # a read-only cache still works, just slower
-        memo.write_text(f"{value} {key}\n")
-    return value
+    return digest.hexdigest()
 
 
 class SourceCache:
@@ -72,8 +94,8 @@ class SourceCache:
         return None
 
     def ensure(self, source: Source, progress: Progress, *, offline: bool = False) -> CachedFile:
-        """Return a verified file for `source` (or one of its alternates), downloading it
-        if needed: the mirror first, then the upstream URL, then the alternates."""
+        """Return a verified file for `source` (or one of its alternates), fetching it if
+        needed: from the mirror first (each file by name), then from each file's origin."""
         variants = source.variants()
         for variant in variants:
             found = self.lookup(variant)
@@ -91,19 +113,20 @@ class SourceCache:
             raise MpiclusterError(
                 f"{source.component} {source.version}: {source.filename} is not in the source "
                 f"cache {self.root}",
-                hint=f"run `mpicluster fetch`, or copy the file there ({source.url})",
+                hint=f"run `mpicluster fetch`, or copy the file there ({source.origin.describe()})",
             )
-        attempts = [(f"{self.mirror}/{source.filename}", source)] if self.mirror else []
-        attempts += [(variant.url, variant) for variant in variants]
+        attempts: list[tuple[Source, Origin]] = []
+        if self.mirror:
+            attempts += [(v, Url(f"{self.mirror}/{v.filename}")) for v in variants]
+        attempts += [(v, v.origin) for v in variants]
         errors = []
-        for url, variant in attempts:
-            progress(f"Downloading {source.component} {source.version} from {url}")
+        for variant, origin in attempts:
             try:
-                self._download(url, variant, self.path_for(variant))
+                self._fetch(variant, origin, progress)
             except ChecksumMismatch:
                 raise
-            except (OSError, urllib.error.URLError, ValueError) as exc:
-                errors.append(f"{url}: {getattr(exc, 'reason', None) or exc}")
+            except MpiclusterError as exc:
+                errors.append(f"{origin.describe()}: {exc.message}")
                 continue
             return CachedFile(variant, self.path_for(variant), fetched=True)
         raise MpiclusterError(
@@ -111,29 +134,167 @@ class SourceCache:
             hint=f"copy {source.filename} into {self.root} by hand, or set sources.mirror",
         )
 
-    def _download(self, url: str, source: Source, target: Path) -> None:
+    def _fetch(self, source: Source, origin: Origin, progress: Progress) -> None:
+        """Fetch `source` from `origin` into the cache, verified; FetchFailed if it cannot."""
+        what = f"{source.component} {source.version}"
         self.root.mkdir(parents=True, exist_ok=True)
+        if isinstance(origin, Url):
+            progress(f"Downloading {what} from {origin.url}")
+            self._download(origin.url, source)
+        elif isinstance(origin, Pypi):
+            progress(f"Downloading {what} with `pip download {origin.requirement}`")
+            self._pip_download(origin, source)
+        else:
+            self._apt_source(origin, source, progress)
+
+    def _download(self, url: str, source: Source) -> None:
         fd, tmp_name = tempfile.mkstemp(
             dir=self.root, prefix=f".{source.filename}.", suffix=".part"
         )
         tmp = Path(tmp_name)
         digest = hashlib.sha256()
         try:
-            with os.fdopen(fd, "wb") as out, _open(url) as stream:
-                while chunk := stream.read(CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-            actual = digest.hexdigest()
-            if actual != source.sha256:
-                raise ChecksumMismatch(
-                    f"{source.component} {source.version} from {url}: sha256 {actual} does not "
-                    f"match the pin {source.sha256}; the download was deleted and nothing was "
-                    "installed",
-                    hint="a corrupted or tampered file, or a wrong checksum in the inventory",
-                )
-            tmp.replace(target)
+            try:
+                with os.fdopen(fd, "wb") as out, _open(url) as stream:
+                    while chunk := stream.read(CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+            except (OSError, urllib.error.URLError, ValueError) as exc:
+                raise FetchFailed(str(getattr(exc, "reason", None) or exc)) from None
+            self._place(tmp, digest.hexdigest(), source, url)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def _pip_download(self, origin: Pypi, source: Source) -> None:
+        """`pip download` the sdist into a scratch folder of the cache; pip's own
+        configuration picks the index (and its proxy and certificates)."""
+        with self._scratch(source) as scratch:
+            _tool(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-input",
+                    "--no-binary",
+                    ":all:",
+                    "--no-deps",
+                    "--dest",
+                    str(scratch),
+                    origin.requirement,
+                ],
+                f"pip download {origin.requirement}",
+            )
+            got = _the_file(scratch, source.filename)
+            self._place(got, _hash(got), source, f"pip download {origin.requirement}")
+
+    def _apt_source(self, origin: Debian, source: Source, progress: Progress) -> None:
+        """`apt-get source --download-only` with a private source list and state, keep
+        the one file the pin names."""
+        if shutil.which("apt-get") is None:
+            raise FetchFailed("apt-get is not on this machine (it fetches Debian sources)")
+        mirror = apt_sources.debian_mirror()
+        progress(
+            f"Downloading {source.component} {source.version} as Debian source package "
+            f"{origin.package}={origin.version} from {mirror.uri}"
+        )
+        options = self._private_apt(origin, mirror)
+        updated = _tool(["apt-get", *options, "-q", "update"], "apt-get update")
+        wanted = f"{origin.package}={origin.version}"
+        with self._scratch(source) as scratch:
+            try:
+                _tool(
+                    ["apt-get", *options, "-q", "source", "--download-only", wanted],
+                    f"apt-get source {wanted}",
+                    cwd=scratch,
+                )
+            except FetchFailed as exc:
+                # apt-get update succeeds when an index fails to download; say so here
+                failed = [line for line in updated.splitlines() if "Failed to fetch" in line]
+                if failed:
+                    exc.message += f" (apt-get update: {failed[-1].strip()})"
+                raise
+            got = _the_file(scratch, source.filename)
+            self._place(got, _hash(got), source, origin.describe())
+
+    def _private_apt(self, origin: Debian, mirror: apt_sources.Mirror) -> list[str]:
+        """apt options for a source list of one deb-src line, lists and cache of its own
+        (kept under the cache's .apt folder, so the next update is incremental)."""
+        state = self.root / ".apt"
+        (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
+        (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+        signed = f"[signed-by={mirror.signed_by}] " if mirror.signed_by else ""
+        line = f"deb-src {signed}{mirror.uri} {origin.suite} {origin.component}\n"
+        (state / "sources.list").write_text(
+            f"# written by mpicluster for `apt-get source` (from {mirror.origin})\n{line}"
+        )
+        return [
+            "-o",
+            f"Dir::Etc::SourceList={state / 'sources.list'}",
+            "-o",
+            "Dir::Etc::SourceParts=/nonexistent",
+            "-o",
+            f"Dir::State::Lists={state / 'lists'}",
+            "-o",
+            f"Dir::Cache={state / 'cache'}",
+        ]
+
+    @contextlib.contextmanager
+    def _scratch(self, source: Source):
+        """A temporary folder inside the cache (same file system: the rename is atomic)."""
+        scratch = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{source.filename}.", suffix=".d"))
+        try:
+            yield scratch
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _place(self, tmp: Path, actual: str, source: Source, where: str) -> None:
+        """Rename a fetched file into the cache if its sha256 is the pin's; else delete it
+        and refuse."""
+        if actual != source.sha256:
+            tmp.unlink(missing_ok=True)
+            raise ChecksumMismatch(
+                f"{source.component} {source.version} from {where}: sha256 {actual} does not "
+                f"match the pin {source.sha256}; the download was deleted and nothing was "
+                "installed",
+                hint="a corrupted or tampered file, or a wrong checksum in the inventory",
+            )
+        tmp.replace(self.path_for(source))
+
+
+def _tool(argv: list[str], name: str, cwd: Path | None = None) -> str:
+    """Run pip or apt-get and return its output; FetchFailed with its telling line when it
+    fails (`name` is how the message calls the command)."""
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=TOOL_TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise FetchFailed(f"{argv[0]} is not installed on this machine") from None
+    except subprocess.TimeoutExpired:
+        raise FetchFailed(f"`{name}` took more than {TOOL_TIMEOUT} s") from None
+    output = done.stdout.decode("utf-8", "replace")
+    if done.returncode != 0:
+        raise FetchFailed(f"`{name}` failed ({done.returncode}): {telling_line(output)}")
+    return output
+
+
+def _the_file(folder: Path, filename: str) -> Path:
+    """The file a tool left in `folder`: the expected name, else its only file."""
+    expected = folder / filename
+    if expected.is_file():
+        return expected
+    files = [p for p in folder.iterdir() if p.is_file()]
+    if len(files) == 1 and files[0].name.endswith((".tar.gz", ".zip", ".tar.xz", ".tar.bz2")):
+        return files[0]
+    names = ", ".join(sorted(p.name for p in files)) or "nothing"
+    raise FetchFailed(f"expected {filename}, got {names}")
 
 
 def _open(url: str):
@@ -145,12 +306,3 @@ def _open(url: str):
         raise ValueError(f"unsupported URL {url}")
     request = urllib.request.Request(url, headers={"User-Agent": "mpicluster"})  # noqa: S310
     return urllib.request.urlopen(request, timeout=60)  # noqa: S310 (scheme checked above)
-
-
-def copy_into(cache: SourceCache, path: Path) -> Path:
-    """Seed the cache with a file brought by hand (its name kept)."""
-    cache.root.mkdir(parents=True, exist_ok=True)
-    target = cache.root / path.name
-    if target.resolve() != path.resolve():
-        shutil.copyfile(path, target)
-    return target

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.inventory import parse_inventory
+from mpicluster.stack import cache as cache_module
 from mpicluster.stack import recipe, sources
 from mpicluster.stack.cache import ChecksumMismatch, SourceCache
 from mpicluster.stack.fingerprint import fingerprint, platform_of
+from mpicluster.stack.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.stack.plan import plan
 
 FACTS = {
@@ -32,10 +36,41 @@ def test_lockfile_pins_every_release_with_a_sha256():
         entry = lock[component]
         assert str(entry["default"]) in {str(v) for v in entry["releases"]}
         for release in entry["releases"].values():
-            assert release["url"].startswith("https://")
-            assert len(release["sha256"]) == 64
+            for pin in [release, *release.get("alternates", [])]:
+                assert len([k for k in ("url", "pypi", "debian") if k in pin]) == 1, pin
+                assert len(pin["sha256"]) == 64
+                if "url" in pin:
+                    assert pin["url"].startswith("https://")
+                else:
+                    assert pin["filename"]
     for release in lock["openmpi"]["releases"].values():
         assert release["url"].startswith("https://download.open-mpi.org/release/open-mpi/v")
+
+
+def test_lockfile_names_no_package_registry_host():
+    """sdists come through pip, Debian files through apt: the user's configuration picks
+    the index or mirror, so no registry's host is written down anywhere in mpicluster."""
+    package = Path(sources.__file__).resolve().parents[1]
+    for path in [*package.rglob("*.py"), *package.rglob("*.yaml")]:
+        text = path.read_text()
+        for host in ("pythonhosted", "pypi.org", "deb.debian.org"):
+            assert host not in text, f"{path} names {host}"
+
+
+def test_pinned_sources_come_through_the_ecosystems_own_tools():
+    mpi4py = sources.resolve("mpi4py", None, None, None)
+    assert mpi4py.origin == Pypi("mpi4py", "4.1.2")
+    assert mpi4py.filename == "mpi4py-4.1.2.tar.gz" and mpi4py.url == ""
+    horovod = sources.resolve("horovod", "0.28.1", None, None)
+    assert horovod.origin.requirement == "horovod==0.28.1"
+    openmpi = sources.resolve("openmpi", "4.1.4", None, None)
+    assert openmpi.origin == Url(
+        "https://download.open-mpi.org/release/open-mpi/v4.1/openmpi-4.1.4.tar.bz2"
+    )
+    (debian,) = openmpi.alternates
+    assert debian.origin == Debian("openmpi", "4.1.4-3", "bookworm")
+    assert debian.filename == "openmpi_4.1.4.orig.tar.xz"
+    assert (debian.component, debian.version) == ("openmpi", "4.1.4")
 
 
 def test_series_resolves_to_the_newest_pinned_release():
@@ -46,12 +81,36 @@ def test_series_resolves_to_the_newest_pinned_release():
         sources.resolve("openmpi", "4.1.5", None, None)
 
 
+def test_an_unresolvable_version_is_a_structured_error_the_inventory_reports():
+    with pytest.raises(LockfileError) as caught:
+        sources.resolve("openmpi", "3.x", None, None)
+    assert caught.value.field == "stack.openmpi.version"
+    assert caught.value.reason.startswith("no pinned openmpi release in 3.x (pinned: 4.1.4,")
+    assert caught.value.message == f"{caught.value.field}: {caught.value.reason}"
+    with pytest.raises(UsageError) as bad:
+        parse_inventory("cluster: t\nnodes: [{name: a}]\nstack:\n  openmpi: {version: 4.1.5}\n")
+    assert bad.value.lines() == [
+        "<inventory>:4: stack.openmpi.version: openmpi 4.1.5 is not pinned "
+        "(pinned: 4.1.4, 4.1.8, 5.0.8, 5.0.10); give url and sha256 beside it"
+    ]
+
+
+def test_the_inventory_does_not_import_the_stack_sources():
+    code = (
+        "import sys, mpicluster.inventory as i; "
+        "i.parse_inventory('cluster: t\\nnodes: [{name: a}]\\n'"
+        "  'stack: {openmpi: {version: 4.1.x}}'); "
+        "assert 'mpicluster.stack.sources' not in sys.modules, sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def _source(tmp_path: Path, content: bytes, *, sha: str | None = None) -> sources.Source:
     upstream = tmp_path / "upstream" / "thing-1.0.tar.gz"
     upstream.parent.mkdir()
     upstream.write_bytes(content)
     digest = sha or hashlib.sha256(content).hexdigest()
-    return sources.Source("openmpi", "1.0", f"file://{upstream}", digest)
+    return sources.Source("openmpi", "1.0", Url(f"file://{upstream}"), digest)
 
 
 def test_cache_downloads_verifies_and_reuses(tmp_path):
@@ -86,8 +145,8 @@ def test_cache_uses_the_mirror_first_and_offline_mode_never_downloads(tmp_path):
 
 
 def test_openmpi_configure_args_follow_the_series():
-    four = sources.Source("openmpi", "4.1.4", "https://x/o.tar.bz2", "a" * 64)
-    five = sources.Source("openmpi", "5.0.10", "https://x/o.tar.bz2", "a" * 64)
+    four = sources.Source("openmpi", "4.1.4", Url("https://x/o.tar.bz2"), "a" * 64)
+    five = sources.Source("openmpi", "5.0.10", Url("https://x/o.tar.bz2"), "a" * 64)
     args4 = recipe.openmpi_configure_args(four, "/p", cuda_home=None, fortran=False, extra=[])
     assert args4 == [
         "--prefix=/p",
@@ -160,18 +219,172 @@ def test_recipe_digest_covers_existing_role_files():
     assert len(recipe_digest()) == 64
 
 
+def test_fingerprints_hash_version_and_sha256_not_where_a_file_comes_from():
+    """Moving a pin from a URL to `pypi:` (or a mirror) must not invalidate builds."""
+    inv = _inventory()
+    platform = platform_of(FACTS, inv, 0)
+    needed = sources.needed(inv)
+    assert {s.component: (s.version, s.sha256[:12]) for s in needed} == {
+        "openmpi": ("5.0.10", "0acecc4fc218"),
+        "mpi4py": ("4.1.2", "56860286dc45"),
+        "horovod": ("0.28.1", "92a43f5a94c4"),
+    }
+    fp, document = fingerprint(platform, needed, inv, "w", "r")
+    assert document["sources"]["mpi4py"] == {"version": "4.1.2", "sha256": needed[1].sha256}
+    moved = [
+        sources.Source(s.component, s.version, Url(f"https://elsewhere/{s.filename}"), s.sha256)
+        for s in needed
+    ]
+    assert fingerprint(platform, moved, inv, "w", "r")[0] == fp
+
+
 def test_cache_falls_back_to_an_alternate_file_of_the_same_release(tmp_path):
     alt = tmp_path / "debian" / "thing_1.0.orig.tar.xz"
     alt.parent.mkdir()
     alt.write_bytes(b"same tree, other packing")
+    digest = hashlib.sha256(alt.read_bytes()).hexdigest()
     source = sources.Source(
         "openmpi",
         "1.0",
-        f"file://{tmp_path}/nowhere/thing-1.0.tar.bz2",
+        Url(f"file://{tmp_path}/nowhere/thing-1.0.tar.bz2"),
         "c" * 64,
-        alternates=((f"file://{alt}", hashlib.sha256(alt.read_bytes()).hexdigest(), ""),),
+        alternates=(sources.Source("openmpi", "1.0", Url(f"file://{alt}"), digest),),
     )
     got = SourceCache(tmp_path / "cache").ensure(source, lambda m: None)
     assert got.fetched and got.path.name == "thing_1.0.orig.tar.xz"
-    assert got.source.sha256 == hashlib.sha256(alt.read_bytes()).hexdigest()
+    assert got.source.sha256 == digest
     assert SourceCache(tmp_path / "cache").ensure(source, lambda m: None).fetched is False
+
+
+SDIST = b"an sdist"
+
+
+class FakeTools:
+    """Stands in for pip and apt-get: records each command, leaves the files they would."""
+
+    def __init__(self, monkeypatch, files: dict[str, bytes]):
+        self.calls: list[tuple[list[str], Path | None]] = []
+        self.files = files
+        monkeypatch.setattr(cache_module, "_tool", self)
+        monkeypatch.setattr(cache_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+    def __call__(self, argv: list[str], name: str, cwd: Path | None = None) -> str:
+        self.calls.append((argv, cwd))
+        if "download" in argv:
+            dest = Path(argv[argv.index("--dest") + 1])
+        elif "source" in argv:
+            dest = cwd
+        else:
+            return "Hit:1 http://mirror/debian bookworm InRelease\n"
+        for name_, content in self.files.items():
+            (dest / name_).write_bytes(content)
+        return ""
+
+
+def _pypi_source(sha: str | None = None) -> sources.Source:
+    digest = sha or hashlib.sha256(SDIST).hexdigest()
+    return sources.Source("mpi4py", "4.1.2", Pypi("mpi4py", "4.1.2"), digest, "mpi4py-4.1.2.tar.gz")
+
+
+def test_an_sdist_is_fetched_with_pip_download_then_verified(tmp_path, monkeypatch):
+    tools = FakeTools(monkeypatch, {"mpi4py-4.1.2.tar.gz": SDIST})
+    seen: list[str] = []
+    got = SourceCache(tmp_path / "cache").ensure(_pypi_source(), seen.append)
+    assert got.fetched and got.path == tmp_path / "cache" / "mpi4py-4.1.2.tar.gz"
+    assert got.path.read_bytes() == SDIST
+    ((argv, _),) = tools.calls
+    assert argv[:4] == [sys.executable, "-m", "pip", "download"]
+    assert argv[-1] == "mpi4py==4.1.2"
+    for flags in (["--no-binary", ":all:"], ["--no-deps"]):
+        assert argv[argv.index(flags[0]) : argv.index(flags[0]) + len(flags)] == flags
+    assert "pip download mpi4py==4.1.2" in seen[0]
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == [
+        "mpi4py-4.1.2.tar.gz"
+    ]
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith((".d", ".part"))]
+
+
+def test_an_sdist_that_does_not_match_its_pin_is_deleted_and_refused(tmp_path, monkeypatch):
+    FakeTools(monkeypatch, {"mpi4py-4.1.2.tar.gz": b"tampered"})
+    with pytest.raises(ChecksumMismatch, match=r"pip download mpi4py==4\.1\.2: sha256"):
+        SourceCache(tmp_path / "cache").ensure(_pypi_source(), lambda m: None)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_failing_pip_is_reported_with_its_error_line(tmp_path, monkeypatch):
+    def fail(argv, name, cwd=None):
+        raise cache_module.FetchFailed(f"`{name}` failed (1): ERROR: No matching distribution")
+
+    monkeypatch.setattr(cache_module, "_tool", fail)
+    with pytest.raises(MpiclusterError, match="No matching distribution") as caught:
+        SourceCache(tmp_path / "cache").ensure(_pypi_source(), lambda m: None)
+    assert "could not download mpi4py 4.1.2" in caught.value.message
+
+
+ORIG = b"upstream tree, Debian's packing"
+
+
+def _openmpi_with_debian_alternate(tmp_path: Path) -> sources.Source:
+    debian = sources.Source(
+        "openmpi",
+        "4.1.4",
+        Debian("openmpi", "4.1.4-3", "bookworm"),
+        hashlib.sha256(ORIG).hexdigest(),
+        "openmpi_4.1.4.orig.tar.xz",
+    )
+    unreachable = Url(f"file://{tmp_path}/unreachable/openmpi-4.1.4.tar.bz2")
+    return sources.Source("openmpi", "4.1.4", unreachable, "b" * 64, alternates=(debian,))
+
+
+def test_upstream_unreachable_falls_through_to_apt_get_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPICLUSTER_DEBIAN_MIRROR", "http://mirror.example/debian/")
+    tools = FakeTools(
+        monkeypatch,
+        {
+            "openmpi_4.1.4.orig.tar.xz": ORIG,
+            "openmpi_4.1.4-3.debian.tar.xz": b"packaging",
+            "openmpi_4.1.4-3.dsc": b"dsc",
+        },
+    )
+    root = tmp_path / "cache"
+    got = SourceCache(root).ensure(_openmpi_with_debian_alternate(tmp_path), lambda m: None)
+    assert got.fetched and got.path == root / "openmpi_4.1.4.orig.tar.xz"
+    assert got.source.origin == Debian("openmpi", "4.1.4-3", "bookworm")
+    assert sorted(p.name for p in root.iterdir()) == [".apt", "openmpi_4.1.4.orig.tar.xz"]
+    (update, _), (source, cwd) = tools.calls
+    assert update[0] == "apt-get" and update[-1] == "update"
+    assert source[-3:] == ["source", "--download-only", "openmpi=4.1.4-3"]
+    assert cwd is not None and cwd.parent == root and not cwd.exists()
+    options = dict(update[i + 1].split("=", 1) for i, word in enumerate(update) if word == "-o")
+    assert options == {
+        "Dir::Etc::SourceList": str(root / ".apt" / "sources.list"),
+        "Dir::Etc::SourceParts": "/nonexistent",
+        "Dir::State::Lists": str(root / ".apt" / "lists"),
+        "Dir::Cache": str(root / ".apt" / "cache"),
+    }
+    listed = (root / ".apt" / "sources.list").read_text().splitlines()
+    assert listed[-1] == "deb-src http://mirror.example/debian bookworm main"
+
+
+def test_debian_sources_need_apt_get_and_say_why_they_were_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module.shutil, "which", lambda name: None)
+    with pytest.raises(MpiclusterError) as caught:
+        SourceCache(tmp_path / "cache").ensure(
+            _openmpi_with_debian_alternate(tmp_path), lambda m: None
+        )
+    message = caught.value.message
+    assert "unreachable/openmpi-4.1.4.tar.bz2: " in message
+    assert "Debian source package openmpi=4.1.4-3 (bookworm): apt-get is not on this" in message
+
+
+def test_the_mirror_is_tried_first_for_every_kind_of_file(tmp_path, monkeypatch):
+    tools = FakeTools(monkeypatch, {})
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "mpi4py-4.1.2.tar.gz").write_bytes(SDIST)
+    (mirror / "openmpi_4.1.4.orig.tar.xz").write_bytes(ORIG)
+    cache = SourceCache(tmp_path / "cache", mirror=f"file://{mirror}")
+    assert cache.ensure(_pypi_source(), lambda m: None).fetched
+    got = cache.ensure(_openmpi_with_debian_alternate(tmp_path), lambda m: None)
+    assert got.path.name == "openmpi_4.1.4.orig.tar.xz"
+    assert tools.calls == []  # neither pip nor apt-get was needed
