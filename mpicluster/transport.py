@@ -1,10 +1,19 @@
-"""Run commands on many nodes over SSH (paramiko), with a bounded pool and hard timeouts.
+"""Run commands on many nodes over SSH (Fabric), with a bounded pool and hard timeouts.
+
+Each node is reached through a `fabric.Connection` whose settings come from the
+inventory alone: Fabric's own config files, FABRIC_* variables, ~/.ssh/config and
+/etc/ssh/ssh_config are never read, and no system host keys are loaded.
 
 Host keys are always checked against the inventory's known_hosts file: an unknown
 key is refused unless the inventory opts into accept-new (trust on first use, as
 OpenSSH's `StrictHostKeyChecking accept-new`), and a changed key is always refused
-with both fingerprints in the message. The user's ~/.ssh/config is not read, so a
-run depends on the inventory alone.
+with both fingerprints in the message. (A fresh Connection would add any unknown key;
+`connection` replaces that policy before anything connects.)
+
+Commands run on a channel of the Connection's paramiko client rather than through
+`Connection.run`: invoke's runner feeds a stdin stream to the node one byte per
+10 ms poll, and the programs mpicluster sends on stdin are several kilobytes
+(benchmarks/transport_overhead.py measures both).
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
+from fabric import Config, Connection
+from paramiko.config import SSHConfig
 
 from mpicluster.inventory import Inventory, Node, ResolvedSsh
 
@@ -45,10 +56,6 @@ class RemoteResult:
     @property
     def ok(self) -> bool:
         return self.error is None and self.exit_code == 0
-
-    @property
-    def reached(self) -> bool:
-        return self.error is None
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -81,32 +88,77 @@ class UnknownHostKey(paramiko.SSHException):
         self.key = key
 
 
-def connect(ssh: ResolvedSsh, timeout: float | None = None) -> paramiko.SSHClient:
-    """An authenticated client for one node; raises paramiko/socket errors."""
+def _config() -> Config:
+    """Fabric settings that come from nowhere but the defaults and the inventory.
+
+    lazy: no /etc/fabric.yaml, ~/.fabric.yaml or FABRIC_* environment variables;
+    an explicit, empty SSHConfig and load_ssh_configs off: no ~/.ssh/config or
+    /etc/ssh/ssh_config (no Hostname, ProxyJump, IdentityFile from there).
+    """
+    return Config(
+        lazy=True,
+        ssh_config=SSHConfig(),
+        overrides={"load_ssh_configs": False, "forward_agent": False, "gateway": None},
+    )
+
+
+def connection(ssh: ResolvedSsh, timeout: float | None = None) -> Connection:
+    """A Connection to one node, not opened yet, that checks host keys the project's way."""
     timeout = timeout or ssh.connect_timeout
-    client = paramiko.SSHClient()
-    if ssh.known_hosts.exists():
-        client.load_host_keys(str(ssh.known_hosts))
+    connect_kwargs: dict = {
+        "look_for_keys": ssh.identity is None,
+        "allow_agent": ssh.identity is None,
+        # Here rather than Connection(connect_timeout=...), which truncates to int.
+        "timeout": timeout,
+        "banner_timeout": timeout,
+        "auth_timeout": timeout,
+        "channel_timeout": timeout,
+    }
+    if ssh.identity:
+        connect_kwargs["key_filename"] = str(ssh.identity)
+    conn = Connection(
+        ssh.host,
+        user=ssh.user,
+        port=ssh.port,
+        config=_config(),
+        gateway=False,
+        forward_agent=False,
+        connect_kwargs=connect_kwargs,
+    )
+    client = conn.client
     if ssh.accept_new_host_keys:
         client.set_missing_host_key_policy(_AcceptNewPolicy(ssh.known_hosts))
     else:
         client.set_missing_host_key_policy(_RejectUnknown())
-    client.connect(
-        ssh.host,
-        port=ssh.port,
-        username=ssh.user,
-        key_filename=str(ssh.identity) if ssh.identity else None,
-        look_for_keys=ssh.identity is None,
-        allow_agent=ssh.identity is None,
-        timeout=timeout,
-        banner_timeout=timeout,
-        auth_timeout=timeout,
-        channel_timeout=timeout,
-    )
-    transport = client.get_transport()
-    if transport is not None:
-        transport.set_keepalive(15)
-    return client
+    if ssh.known_hosts.exists():
+        client.load_host_keys(str(ssh.known_hosts))
+    return conn
+
+
+def connect(ssh: ResolvedSsh, timeout: float | None = None) -> Connection:
+    """An open, authenticated Connection to one node; raises paramiko/socket errors.
+
+    `.client` is its paramiko SSHClient and `.transport` its Transport (keepalive
+    every 15 s); close it with `close(conn)`.
+    """
+    conn = connection(ssh, timeout)
+    try:
+        conn.open()
+    except BaseException:
+        conn.client.close()  # a refused host key leaves a live transport behind
+        raise
+    conn.transport.set_keepalive(15)
+    return conn
+
+
+def close(conn: Connection) -> None:
+    """Close a Connection, also one whose transport already died.
+
+    Connection.close does nothing once the transport is inactive, which would leave
+    the agent socket paramiko opened for authentication; SSHClient.close is idempotent.
+    """
+    conn.close()
+    conn.client.close()
 
 
 def describe_error(ssh: ResolvedSsh, exc: BaseException) -> str:
@@ -136,14 +188,26 @@ def describe_error(ssh: ResolvedSsh, exc: BaseException) -> str:
         return f"cannot connect to {target} (refused or unreachable)"
     if isinstance(exc, OSError) and exc.strerror:
         return f"cannot connect to {target}: {exc.strerror}"
+    if silent_server(exc):
+        return f"{target} accepted the connection but sent no SSH greeting within the timeout"
     return f"{target}: {type(exc).__name__}: {exc}"
 
 
+def silent_server(exc: BaseException) -> bool:
+    """Something answers the port but says nothing: as good as silent. paramiko says
+    so as a banner error, or as "No existing session" when the connect and banner
+    timeouts are equal."""
+    text = str(exc).lower()
+    return isinstance(exc, paramiko.SSHException) and (
+        "banner" in text or "no existing session" in text
+    )
+
+
 def run_command(
-    client: paramiko.SSHClient, command: str, timeout: float, stdin: str | None = None
+    conn: Connection, command: str, timeout: float, stdin: str | None = None
 ) -> tuple[int, str, str]:
-    """Run one command on an open client; raise TimeoutError past `timeout` seconds."""
-    channel_in, stdout, _ = client.exec_command(command, timeout=timeout)
+    """Run one command on an open Connection; raise TimeoutError past `timeout` seconds."""
+    channel_in, stdout, _ = conn.client.exec_command(command, timeout=timeout)
     channel = stdout.channel
     if stdin is not None:
         channel_in.write(stdin)
@@ -180,13 +244,13 @@ def run_on(
     ssh = inventory.node_ssh(node)
     started = time.monotonic()
     try:
-        client = connect(ssh)
+        conn = connect(ssh)
     except Exception as exc:  # every failure to connect becomes a result, never a crash
         return RemoteResult(
             node.name, error=describe_error(ssh, exc), duration=time.monotonic() - started
         )
     try:
-        code, out, err = run_command(client, command, timeout, stdin)
+        code, out, err = run_command(conn, command, timeout, stdin)
     except TimeoutError:
         return RemoteResult(
             node.name,
@@ -198,7 +262,7 @@ def run_on(
             node.name, error=describe_error(ssh, exc), duration=time.monotonic() - started
         )
     finally:
-        client.close()
+        close(conn)
     return RemoteResult(node.name, out, err, code, duration=time.monotonic() - started)
 
 
