@@ -21,9 +21,11 @@ from typing import Any
 
 import yaml
 
+from mpicluster import remote
 from mpicluster.fileutil import write_atomic
 from mpicluster.inventory import Inventory
 from mpicluster.paths import data_path
+from mpicluster.text import last_line, lines_of
 
 KEEP_RUNS = 20
 
@@ -55,6 +57,17 @@ class HostStats:
         if self.failed:
             return "failed"
         return "changed" if self.changed else "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "ok": self.ok,
+            "changed": self.changed,
+            "failed": self.failed,
+            "unreachable": self.unreachable,
+            "seconds": round(self.seconds, 1),
+            "failures": self.failures,
+        }
 
 
 @dataclass(frozen=True)
@@ -147,6 +160,7 @@ def ansible_cfg(inventory: Inventory, playbooks: Path) -> str:
 [defaults]
 roles_path = {playbooks / "roles"}
 library = {playbooks / "library"}
+module_utils = {remote.MODULE_UTILS}
 host_key_checking = True
 forks = {forks}
 timeout = {inventory.ssh.connect_timeout}
@@ -317,9 +331,9 @@ def _failure_message(result: dict[str, Any]) -> str:
     message = result.get("msg") or ""
     stderr = (result.get("stderr") or "").strip()
     if stderr:
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        lines = lines_of(stderr)
         errors = [line for line in lines if line.lower().startswith(("error:", "fatal"))]
-        telling = (errors or lines)[0 if errors else -1]
+        telling = errors[0] if errors else last_line(stderr)
         message = f"{message}: {telling}" if message else telling
     if not message and result.get("rc") is not None:
         message = f"exited {result['rc']}"

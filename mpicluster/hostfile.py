@@ -7,10 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mpicluster import layout
 from mpicluster.errors import UsageError
 from mpicluster.inventory import Inventory
 
 FORMATS = ("openmpi", "mpich", "horovod")
+#: Where `up` writes each format on the nodes.
+PATHS = {
+    layout.HOSTFILE: "openmpi",
+    layout.HOSTFILE_MPICH: "mpich",
+    layout.HOSTFILE_HOROVOD: "horovod",
+}
 
 
 def slots(inventory: Inventory, cores: Mapping[str, int]) -> dict[str, int]:
@@ -40,3 +47,8 @@ def render(node_slots: Mapping[str, int], fmt: str) -> str:
     if fmt == "horovod":
         return ",".join(f"{name}:{n}" for name, n in node_slots.items()) + "\n"
     raise UsageError(f"unknown hostfile format {fmt!r} (one of: {', '.join(FORMATS)})")
+
+
+def rendered(node_slots: Mapping[str, int]) -> dict[str, str]:
+    """Every hostfile `up` writes, by its path on the nodes."""
+    return {path: render(node_slots, fmt) for path, fmt in PATHS.items()}

@@ -1,4 +1,8 @@
-"""Where things live on the nodes. Playbooks, the smoke test and doctor all read this.
+"""Where things live on the nodes: the one source of truth for paths and markers.
+
+`up` passes `Layout.as_vars()` to the playbooks (as `mpicluster_layout`), doctor's
+probe and the smoke test read the same object; no role or check writes these paths
+itself.
 
 Source installs go under one mpicluster-owned tree, the same path on every node:
 
@@ -17,11 +21,15 @@ Files every install gets:
     /etc/mpicluster/horovod.hosts       Horovod (`host:N,host:N`)
     /etc/mpicluster/cluster.json        the cluster as the nodes know it
     /etc/mpicluster/smoke/              the smoke-test programs
+    /etc/environment                    a managed block: PATH, LD_LIBRARY_PATH, MPI settings
+    /etc/ld.so.conf.d/mpicluster.conf   the MPI (and CUDA) library directories
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
 
 from mpicluster.inventory import Inventory
 
@@ -31,12 +39,20 @@ HOSTFILE_MPICH = f"{CONFIG_DIR}/hostfile.mpich"
 HOSTFILE_HOROVOD = f"{CONFIG_DIR}/horovod.hosts"
 CLUSTER_JSON = f"{CONFIG_DIR}/cluster.json"
 SMOKE_DIR = f"{CONFIG_DIR}/smoke"
-ENV_BLOCK_BEGIN = "# BEGIN mpicluster (managed: edits inside this block are overwritten)"
-ENV_BLOCK_END = "# END mpicluster"
+#: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
+CONFIG_FILES = (HOSTFILE, HOSTFILE_MPICH, HOSTFILE_HOROVOD, CLUSTER_JSON)
+#: The markers of mpicluster's blocks in /etc/environment and /etc/hosts.
+BLOCK_BEGIN = "# BEGIN mpicluster (managed: edits inside this block are overwritten)"
+BLOCK_END = "# END mpicluster"
 ENVIRONMENT_FILE = "/etc/environment"
 LD_CONF = "/etc/ld.so.conf.d/mpicluster.conf"
+FINGERPRINT_NAME = "FINGERPRINT.json"
 #: The directories a plain non-interactive PATH must keep (Debian's login default).
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+
+
+def hostfile_name(path: str) -> str:
+    return PurePosixPath(path).name
 
 
 @dataclass(frozen=True)
@@ -58,9 +74,13 @@ class Layout:
     def stacks(self) -> str:
         return f"{self.prefix}/stacks"
 
+    def stack_dir(self, fingerprint: str) -> str:
+        """Where the build of one fingerprint lives."""
+        return f"{self.stacks}/{fingerprint}"
+
     @property
     def fingerprint_file(self) -> str:
-        return f"{self.current}/FINGERPRINT.json"
+        return f"{self.current}/{FINGERPRINT_NAME}"
 
     @property
     def mpi_bin(self) -> str:
@@ -90,3 +110,41 @@ class Layout:
         if self.cuda_home:
             dirs.append(f"{self.cuda_home}/lib64")
         return dirs
+
+    def missing_dirs(
+        self, path: str | None, library_path: str | None
+    ) -> tuple[list[str], list[str]]:
+        """(PATH entries, LD_LIBRARY_PATH entries) a login's environment lacks: what the
+        smoke test and doctor both judge a node's non-interactive environment by."""
+        wanted_path = [self.mpi_bin, *[d for d in self.path_dirs if d != self.mpi_bin]]
+        have_path = (path or "").split(":")
+        have_libs = (library_path or "").split(":")
+        return (
+            [d for d in wanted_path if d not in have_path],
+            [d for d in self.library_dirs if d not in have_libs],
+        )
+
+    def as_vars(self) -> dict[str, Any]:
+        """Everything above as plain data: the playbooks' `mpicluster_layout` and the
+        layout doctor's probe reads."""
+        return {
+            "prefix": self.prefix,
+            "install": self.install,
+            "current": self.current,
+            "stacks": self.stacks,
+            "fingerprint_name": FINGERPRINT_NAME,
+            "fingerprint_file": self.fingerprint_file,
+            "mpi_bin": self.mpi_bin,
+            "mpi_lib": self.mpi_lib or "",
+            "python": self.python,
+            "path_dirs": self.path_dirs,
+            "library_dirs": self.library_dirs,
+            "system_path": list(SYSTEM_PATH),
+            "config_dir": CONFIG_DIR,
+            "smoke_dir": SMOKE_DIR,
+            "cluster_json": CLUSTER_JSON,
+            "ld_conf": LD_CONF,
+            "environment_file": ENVIRONMENT_FILE,
+            "block_begin": BLOCK_BEGIN,
+            "block_end": BLOCK_END,
+        }

@@ -1,43 +1,27 @@
-"""`mpicluster up`: validate, probe, run the playbooks, then prove the cluster works."""
+"""`mpicluster up`: probe the nodes, run the playbooks, then prove the cluster works."""
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from mpicluster import exitcodes, hostfile, transport
-from mpicluster import layout as paths
+from mpicluster import exitcodes, hostfile, layout, node_facts, remote
 from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.cluster_key import cluster_dir, ensure_cluster_key
 from mpicluster.errors import MpiclusterError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
+from mpicluster.mpi_settings import mpi_environment
 from mpicluster.names import is_ip
-from mpicluster.paths import data_path
-from mpicluster.smoke import PROGRAMS, SmokeReport, run_smoke
+from mpicluster.smoke import SmokeReport, run_smoke
 from mpicluster.stack.prepare import StackPlan, prepare
 
-STACK_PROGRAMS = Path(__file__).resolve().parent / "stack" / "programs"
-
 Progress = Callable[[str], None]
-
-
-class HostsUnreachable(MpiclusterError):
-    exit_code = exitcodes.HOSTS_UNREACHABLE
-
-    def __init__(self, reasons: dict[str, str]):
-        self.reasons = reasons
-        first = next(iter(reasons.items()))
-        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
-        super().__init__(f"{first[0]}: {first[1]}{more}; nothing was changed on any node")
 
 
 @dataclass
@@ -45,7 +29,6 @@ class UpResult:
     cluster: str
     playbook: PlaybookResult | None = None
     smoke: SmokeReport | None = None
-    unreachable: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -61,60 +44,34 @@ class UpResult:
             return exitcodes.SMOKE_FAILED
         return exitcodes.OK
 
+    @property
+    def changes(self) -> int:
+        if self.playbook is None:
+            return 0
+        return sum(s.changed for s in self.playbook.hosts.values())
 
-def probe_nodes(inventory: Inventory) -> dict[str, dict[str, Any]]:
-    """Reach every node once before changing anything; return what each node is.
-
-    Raises HostsUnreachable naming each node that cannot be reached and why.
-    """
-    script = (STACK_PROGRAMS / "node_facts.py").read_text()
-    command = " ".join(
-        shlex.quote(a)
-        for a in (
-            # absolute: the node's PATH may be the very thing up has to repair
-            "/usr/bin/python3",
-            "-",
-            inventory.stack.prefix,
-            inventory.stack.cuda_home,
-        )
-    )
-    results = transport.run_everywhere(inventory, command, stdin=script, timeout=60)
-    reasons = {}
-    facts = {}
-    for name, result in results.items():
-        if not result.ok:
-            reasons[name] = result.error or f"probe failed: {_last_line(result.stderr)}"
-            continue
-        try:
-            facts[name] = json.loads(result.stdout)
-        except json.JSONDecodeError:
-            reasons[name] = f"probe printed no facts: {_last_line(result.stdout)}"
-    if reasons:
-        raise HostsUnreachable(reasons)
-    return facts
-
-
-def cores_of(facts: dict[str, dict[str, Any]]) -> dict[str, int]:
-    return {name: int(f.get("nproc") or 1) for name, f in facts.items()}
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "cluster": self.cluster,
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 1),
+            "hosts": {},
+            "smoke": None,
+        }
+        if self.playbook is not None:
+            data["log"] = str(self.playbook.log)
+            data["command"] = self.playbook.command
+            data["hosts"] = {name: s.to_dict() for name, s in self.playbook.hosts.items()}
+        if self.smoke is not None:
+            data["smoke"] = self.smoke.to_dict()
+        return data
 
 
 def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
-    lay = Layout.of(inventory)
+    """The playbooks' inputs (each role declares the ones it reads in
+    meta/argument_specs.yml)."""
     key = ensure_cluster_key(inventory.cluster)
     node_slots = hostfile.slots(inventory, cores)
-    selector = inventory.network.selector
-    env_vars: dict[str, str] = {}
-    if selector:
-        env_vars["OMPI_MCA_btl_tcp_if_include"] = selector
-        env_vars["OMPI_MCA_oob_tcp_if_include"] = selector  # Open MPI 4.x
-        env_vars["PRTE_MCA_oob_tcp_if_include"] = selector  # Open MPI 5.x (PRRTE)
-    if inventory.network.interface:
-        env_vars["NCCL_SOCKET_IFNAME"] = inventory.network.interface
     nodes = []
     for node in inventory.nodes:
         ssh = inventory.node_ssh(node)
@@ -132,33 +89,20 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         )
     return {
         "mpicluster_cluster": inventory.cluster,
-        "mpicluster_install": inventory.stack.install,
-        "mpicluster_prefix": inventory.stack.prefix,
-        "mpicluster_layout": {
-            "current": lay.current,
-            "mpi_bin": lay.mpi_bin,
-            "mpi_lib": lay.mpi_lib or "",
-            "python": lay.python,
-            "path_dirs": lay.path_dirs,
-            "library_dirs": lay.library_dirs,
-            "system_path": paths.SYSTEM_PATH,
-        },
+        "mpicluster_layout": Layout.of(inventory).as_vars(),
         "mpicluster_nodes": nodes,
-        "mpicluster_env_vars": env_vars,
+        "mpicluster_env_vars": mpi_environment(inventory.network),
         "mpicluster_cluster_key": str(key.private_path),
         "mpicluster_cluster_pubkey": key.public_line,
-        "mpicluster_templates": str(data_path("templates")),
-        "mpicluster_smoke_src": str(PROGRAMS),
+        "mpicluster_smoke_src": str(remote.SMOKE),
         "mpicluster_hostfiles": {
-            Path(paths.HOSTFILE).name: hostfile.render(node_slots, "openmpi"),
-            Path(paths.HOSTFILE_MPICH).name: hostfile.render(node_slots, "mpich"),
-            Path(paths.HOSTFILE_HOROVOD).name: hostfile.render(node_slots, "horovod"),
+            layout.hostfile_name(path): text for path, text in hostfile.rendered(node_slots).items()
         },
         "mpicluster_cluster_json": {
             "cluster": inventory.cluster,
             "install": inventory.stack.install,
             "prefix": inventory.stack.prefix,
-            "network": selector or "",
+            "network": inventory.network.selector or "",
             "nodes": [{k: n[k] for k in ("name", "ip", "gpus", "slots")} for n in nodes],
         },
     }
@@ -185,7 +129,7 @@ def cluster_lock(cluster: str) -> Iterator[None]:
         yield
 
 
-def up(
+def provision(
     inventory: Inventory,
     *,
     on_event: EventSink | None = None,
@@ -197,8 +141,8 @@ def up(
     result = UpResult(inventory.cluster)
     with cluster_lock(inventory.cluster):
         progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
-        facts = probe_nodes(inventory)
-        variables = extravars(inventory, cores_of(facts))
+        facts = node_facts.gather(inventory)
+        variables = extravars(inventory, node_facts.cores(facts))
         stack = StackPlan()
         if inventory.stack.install == "source":
             stack = prepare(inventory, facts, progress)

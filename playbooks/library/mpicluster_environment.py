@@ -1,10 +1,9 @@
 #!/usr/bin/python
 """Manage mpicluster's block in /etc/environment (pam_env's file).
 
-pam_env expands nothing, so every value is written literally. PATH is the
-mpicluster directories followed by the PATH the file already sets outside the
-block (or Debian's default), so nothing a user added is lost. Every line
-outside the block is kept byte for byte; a second run changes nothing.
+How the block is written (and read back by doctor) lives in module_utils
+mpicluster_envblock (mpicluster/remote/module_utils/), which mpicluster's
+ansible.cfg puts on Ansible's module_utils path.
 """
 
 from __future__ import annotations
@@ -23,75 +22,9 @@ options:
 """
 
 import os
-import re
 import tempfile
 
-_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-
-
-def split_block(text, begin, end):
-    """(before, block lines, after) of `text`; block lines exclude the markers."""
-    lines = text.splitlines(keepends=True)
-    start = stop = None
-    for index, line in enumerate(lines):
-        if line.rstrip("\r\n") == begin and start is None:
-            start = index
-        elif line.rstrip("\r\n") == end and start is not None:
-            stop = index
-            break
-    if start is None or stop is None:
-        return "".join(lines), None, ""
-    return "".join(lines[:start]), lines[start + 1 : stop], "".join(lines[stop + 1 :])
-
-
-def _unquote(value):
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value
-
-
-def existing_value(text, name):
-    """The last value `text` gives `name` (as pam_env would see it), or None."""
-    found = None
-    for line in text.splitlines():
-        match = _ASSIGNMENT.match(line)
-        if match and match.group(1) == name:
-            found = _unquote(match.group(2))
-    return found
-
-
-def _merge(front, rest):
-    seen, out = set(), []
-    for item in list(front) + list(rest):
-        if item and "$" not in item and item not in seen:
-            seen.add(item)
-            out.append(item)
-    return out
-
-
-def render(text, begin, end, path_prepend, library_path, variables, default_path):
-    """The new file text: `text` with the mpicluster block written (appended if absent)."""
-    before, old_block, after = split_block(text, begin, end)
-    outside = before + after
-    base_path = existing_value(outside, "PATH")
-    base_dirs = base_path.split(":") if base_path else list(default_path)
-    values = {"PATH": ":".join(_merge(path_prepend, base_dirs))}
-    if library_path:
-        base_ld = existing_value(outside, "LD_LIBRARY_PATH")
-        values["LD_LIBRARY_PATH"] = ":".join(
-            _merge(library_path, base_ld.split(":") if base_ld else [])
-        )
-    for name in sorted(variables):
-        values[name] = str(variables[name])
-    for name, value in values.items():
-        if "$" in value or '"' in value or "\n" in value:
-            raise ValueError(f"{name}: value must be literal (no $, quotes or newlines)")
-    body = "".join(f'{name}="{value}"\n' for name, value in values.items())
-    block = f"{begin}\n{body}{end}\n"
-    if old_block is None and before and not before.endswith("\n"):
-        before += "\n"  # appending after a last line that has no newline
-    return before + block + after
+from ansible.module_utils.mpicluster_envblock import render
 
 
 def main():

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mpicluster.remote.module_utils import mpicluster_envblock as env
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -17,7 +19,6 @@ def _module(name: str):
     return module
 
 
-env = _module("mpicluster_environment")
 resolve = _module("mpicluster_resolve")
 BEGIN, END = "# BEGIN mpicluster (test)", "# END mpicluster"
 DEFAULT = ["/usr/local/bin", "/usr/bin", "/bin"]

@@ -1,0 +1,36 @@
+"""The MPI and NCCL settings that follow from the inventory's network: one definition
+for the /etc/environment block `up` writes, the block doctor expects and the
+command line the smoke test launches with."""
+
+from __future__ import annotations
+
+from mpicluster.inventory import Network
+
+
+def mpi_environment(network: Network) -> dict[str, str]:
+    """Variables that keep MPI (and NCCL) traffic on the inventory's network.
+
+    Both Open MPI series read them from the environment of every daemon and rank:
+    4.x's runtime takes OMPI_MCA_oob_*, 5.x's PRRTE takes PRTE_MCA_oob_*; the one a
+    series does not know is ignored, so a node keeps working across an upgrade.
+    """
+    selector = network.selector
+    variables: dict[str, str] = {}
+    if selector:
+        variables["OMPI_MCA_btl_tcp_if_include"] = selector
+        variables["OMPI_MCA_oob_tcp_if_include"] = selector  # Open MPI 4.x
+        variables["PRTE_MCA_oob_tcp_if_include"] = selector  # Open MPI 5.x (PRRTE)
+    if network.interface:
+        variables["NCCL_SOCKET_IFNAME"] = network.interface
+    return variables
+
+
+def mpirun_network_args(network: Network, mpi_major: int) -> list[str]:
+    """The same settings as mpirun options, for the Open MPI series that runs them."""
+    selector = network.selector
+    if not selector:
+        return []
+    args = ["--mca", "btl_tcp_if_include", selector]
+    if mpi_major >= 5:
+        return [*args, "--prtemca", "oob_tcp_if_include", selector]
+    return [*args, "--mca", "oob_tcp_if_include", selector]
