@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mpicluster import exitcodes
+from mpicluster.text import telling_line
 
 
 class MpiclusterError(Exception):
@@ -32,21 +33,10 @@ class CommandError(MpiclusterError):
     """An external command (podman, vagrant, debootstrap...) failed."""
 
     def __init__(self, argv: list[str], returncode: int, output: str, *, hint: str | None = None):
-        tail = summarize(output)
+        tail = telling_line(output)
         super().__init__(
             f"`{argv[0]} {' '.join(argv[1:3])}` failed ({returncode}): {tail}", hint=hint
         )
         self.argv = argv
         self.returncode = returncode
         self.output = output
-
-
-def summarize(output: str) -> str:
-    """The most telling line of a failed command's output: its last error line, else its
-    last line."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    for line in reversed(lines[-40:]):
-        lowered = line.lower()
-        if lowered.startswith(("error", "e: ", "fatal", "stderr: error")) or " error:" in lowered:
-            return line
-    return lines[-1] if lines else "no output"

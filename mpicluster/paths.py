@@ -27,7 +27,7 @@ def display_path(path: Path) -> str:
 
 
 def data_path(name: str) -> Path:
-    """A file or folder shipped with mpicluster (playbooks, templates, Vagrantfile).
+    """A file or folder shipped with mpicluster (playbooks, Vagrantfile).
 
     In a wheel they live in mpicluster/_data; in a source checkout, at the top level.
     """

@@ -8,7 +8,6 @@ keeping the last one, are reported as problems instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -85,10 +84,6 @@ def load_text(text: str) -> YamlDocument:
     if node is not None:
         _walk(node, (), doc)
     return doc
-
-
-def load_file(path: Path) -> YamlDocument:
-    return load_text(path.read_text(encoding="utf-8"))
 
 
 def _walk(node: yaml.Node, loc: Loc, doc: YamlDocument) -> None:

@@ -2,8 +2,8 @@
 
 `run_doctor(inventory, ...)` gathers facts from every node in one round trip per
 phase (see runner.py), judges them with the checks (checks/), and returns a
-`DoctorReport`; it never prints. The command lives in command.py, the rendering in
-mpicluster/render_doctor.py.
+`DoctorReport`; it never prints. The command is mpicluster/cli/doctor.py, the
+rendering mpicluster/render/doctor.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mpicluster import layout as paths
+from mpicluster import layout
 from mpicluster.doctor import pairs as pair_plan
 from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
 from mpicluster.inventory import Inventory
@@ -36,7 +36,6 @@ SSH_WORKERS = 4
 TCP_WORKERS = 16
 #: Second tries are few and mostly timeouts: all at once (up to this many per node).
 RETRY_WORKERS = 16
-FILES = [paths.HOSTFILE, paths.HOSTFILE_MPICH, paths.HOSTFILE_HOROVOD, paths.CLUSTER_JSON]
 
 
 @dataclass(frozen=True)
@@ -170,15 +169,10 @@ def _spec(
         "listen": options.needs_ports,
         "names": [n.name for n in inventory.nodes],
         "gpus": node.gpus,
-        "files": FILES,
+        "files": list(layout.CONFIG_FILES),
         "resolve_timeout": min(5, options.timeout),
         "layout": {
-            "prefix": lay.prefix,
-            "install": lay.install,
-            "mpi_bin": lay.mpi_bin,
-            "mpi_lib": lay.mpi_lib,
-            "python": lay.python,
-            "fingerprint_file": lay.fingerprint_file,
+            **lay.as_vars(),
             "cuda_home": inventory.stack.cuda_home if node.gpus else None,
         },
     }

@@ -1,9 +1,10 @@
 """One persistent SSH connection per node, and the probe conversation over it.
 
-The connection is made with mpicluster.transport.connect (host keys always checked,
-the inventory's identity, no ~/.ssh/config). The probe is started with a one-line
-bootstrap that reads the script from stdin, so stdin stays open to exchange JSON
-lines with it. Every read has a deadline: a silent node costs one timeout.
+The connection is a fabric Connection from mpicluster.transport.connect (host keys
+always checked, the inventory's identity, no ~/.ssh/config); the probe runs on a raw
+channel of its transport. The probe is started with a one-line bootstrap that reads
+the script from stdin, so stdin stays open to exchange JSON lines with it. Every read
+has a deadline: a silent node costs one timeout.
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ import shlex
 import socket
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import paramiko
+from fabric import Connection
 
-from mpicluster import transport
+from mpicluster import remote, transport
 from mpicluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.text import last_line
 
-PROBE = Path(__file__).resolve().parent / "programs" / "probe.py"
-# Absolute: the node's PATH may be what is broken.
-PYTHON = "/usr/bin/python3"
 BOOTSTRAP = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'probe','exec'))"
+
+
+def probe_script() -> bytes:
+    """The probe as sent: nodeinfo's facts, then doctor's own conversation."""
+    return remote.script("probe").encode()
 
 
 class ProbeError(Exception):
@@ -40,7 +44,8 @@ NETWORK, SSH, PROBE_FAILED = "network", "ssh", "probe"
 class NodeSession:
     node: Node
     ssh: ResolvedSsh
-    client: paramiko.SSHClient | None = None
+    #: The open Connection (None until `open` succeeds).
+    client: Connection | None = None
     channel: paramiko.Channel | None = None
     error: str | None = None
     error_kind: str | None = None
@@ -74,16 +79,18 @@ class NodeSession:
             return
         finally:
             self.connect_seconds = time.monotonic() - started
-        link = self.client.get_transport()
+        link = self.client.transport
         if link is not None:
             self.server_version = link.remote_version or ""
             key = link.get_remote_server_key()
             self.host_key = f"{key.get_name()} {transport.fingerprint(key)}"
 
     def start_probe(self, spec: dict, timeout: float) -> None:
-        script = PROBE.read_bytes()
-        command = " ".join(shlex.quote(a) for a in (PYTHON, "-c", BOOTSTRAP, str(len(script))))
-        link = self.client.get_transport() if self.client is not None else None
+        script = probe_script()
+        command = " ".join(
+            shlex.quote(a) for a in (remote.PYTHON, "-c", BOOTSTRAP, str(len(script)))
+        )
+        link = self.client.transport if self.client is not None else None
         if link is None or not link.is_active():
             raise ProbeError("the connection closed")
         try:
@@ -147,10 +154,9 @@ class NodeSession:
         except (TimeoutError, paramiko.SSHException, OSError):
             pass
         code = channel.recv_exit_status() if channel.exit_status_ready() else None
-        lines = [x for x in err.decode("utf-8", "replace").splitlines() if x.strip()]
-        last = lines[-1].strip() if lines else "no output"
-        if code == 127 or ("No such file" in last and PYTHON in last):
-            return f"{PYTHON} is missing on the node ({last})"
+        last = last_line(err.decode("utf-8", "replace"), "no output")
+        if code == 127 or ("No such file" in last and remote.PYTHON in last):
+            return f"{remote.PYTHON} is missing on the node ({last})"
         return f"the probe exited ({code}): {last}"
 
     def close(self) -> None:
@@ -158,7 +164,7 @@ class NodeSession:
             with contextlib.suppress(paramiko.SSHException, OSError):
                 self.channel.close()
         if self.client is not None:
-            self.client.close()
+            transport.close(self.client)
 
 
 def sessions_for(inventory: Inventory) -> dict[str, NodeSession]:
@@ -185,6 +191,6 @@ def _kind_of(exc: BaseException) -> str:
         return SSH
     if isinstance(exc, TimeoutError | socket.timeout | socket.gaierror | OSError):
         return NETWORK
-    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
-        return NETWORK  # something answers the port but says nothing: as good as silent
+    if transport.silent_server(exc):
+        return NETWORK
     return SSH

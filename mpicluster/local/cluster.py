@@ -6,8 +6,9 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mpicluster import transport
 from mpicluster.errors import MpiclusterError, UsageError
@@ -45,8 +46,20 @@ class LocalCluster:
     def healthy(self) -> bool:
         return bool(self.nodes) and all(n.reachable for n in self.nodes)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.spec.name,
+            "provider": self.spec.provider,
+            "subnet": self.spec.subnet,
+            "inventory": str(self.inventory) if self.inventory else None,
+            "healthy": self.healthy,
+            "seconds": round(self.seconds, 1),
+            "nodes": [asdict(node) for node in self.nodes],
+        }
 
-def up(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalCluster:
+
+def start(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalCluster:
+    """Start (or update) the local cluster and write its inventory."""
     started = time.monotonic()
     host.require_root(spec.provider)
     host.ensure_tools(spec.provider, progress)
@@ -87,7 +100,7 @@ def up(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalCluste
     return cluster
 
 
-def down(name: str, purge_image: bool, progress: Progress) -> list[str]:
+def destroy(name: str, purge_image: bool, progress: Progress) -> list[str]:
     """Destroy the nodes, the network and the Vagrant state. Returns what was removed."""
     host.require_root("docker")
     spec = LocalSpec.saved(name) or LocalSpec(name=name)

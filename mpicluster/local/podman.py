@@ -72,8 +72,5 @@ class Podman:
         result = self._run("exec", container, "sh", "-c", f"cat {path_glob}")
         return result.output
 
-    def image_exists(self, image: str) -> bool:
-        return self._run("image", "exists", image, check=False).ok
-
     def remove_image(self, image: str) -> bool:
         return self._run("rmi", "--force", image, check=False).ok

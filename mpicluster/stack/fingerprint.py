@@ -39,6 +39,11 @@ class Platform:
     cuda: str | None
     gpu_archs: tuple[str, ...]
 
+    @classmethod
+    def for_wheels(cls, python: str, arch: str) -> Platform:
+        """Just what the wheelhouse depends on, for `fetch` without reaching the nodes."""
+        return cls(os="", arch=arch, python=python, gcc=None, cuda=None, gpu_archs=())
+
     @property
     def wheel_target(self) -> str:
         """Names the wheelhouse this platform installs from."""
@@ -49,7 +54,8 @@ def platform_of(facts: dict[str, Any], inventory: Inventory, gpus: int) -> Platf
     archs: tuple[str, ...] = ()
     cuda = facts.get("cuda") if gpus else None
     if gpus:
-        wanted = inventory.stack.nccl.cuda_archs or [g["compute_cap"] for g in facts["gpus"]]
+        devices = (facts.get("gpus") or {}).get("devices") or []
+        wanted = inventory.stack.nccl.cuda_archs or [d["compute_cap"] for d in devices]
         archs = tuple(sorted(set(wanted)))
     return Platform(
         os=f"{facts['os']['id']}-{facts['os']['version_id']}",

@@ -28,10 +28,6 @@ class Group:
     builder: str | None = None  # set when the artifact must be built
     artifact: Path | None = None
 
-    @property
-    def needs_build(self) -> bool:
-        return self.builder is not None
-
 
 def artifact_path(artifacts: Path, fp: str) -> Path:
     return artifacts / f"stack-{fp}.tar.gz"

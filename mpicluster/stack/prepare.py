@@ -3,13 +3,14 @@ and the variables the build and install roles read."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
 from mpicluster.inventory import Inventory
+from mpicluster.layout import Layout
 from mpicluster.stack import recipe, sources, wheels
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
@@ -34,13 +35,39 @@ def cache_of(inventory: Inventory) -> SourceCache:
     return SourceCache(inventory.resolve_path(inventory.sources.cache), inventory.sources.mirror)
 
 
+@dataclass
+class FetchResult:
+    """What the source cache holds for an inventory: each component's file, and one
+    wheelhouse per node platform."""
+
+    files: dict[str, CachedFile]
+    houses: dict[str, wheels.Wheelhouse]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sources": {
+                name: {
+                    "version": f.source.version,
+                    "path": str(f.path),
+                    "fetched": f.fetched,
+                    "sha256": f.source.sha256,
+                }
+                for name, f in self.files.items()
+            },
+            "wheelhouses": {
+                target: {"path": str(h.path), "files": len(h.files), "digest": h.digest}
+                for target, h in self.houses.items()
+            },
+        }
+
+
 def fetch(
     inventory: Inventory,
-    facts: dict[str, dict[str, Any]],
+    platforms: Iterable[Platform],
     progress: Progress,
     *,
     offline: bool = False,
-) -> tuple[dict[str, CachedFile], dict[str, wheels.Wheelhouse]]:
+) -> FetchResult:
     """Every source and wheelhouse the inventory needs, verified, in the cache."""
     cache = cache_of(inventory)
     files = {}
@@ -51,12 +78,12 @@ def fetch(
         inventory.stack.horovod.enabled,
         sources.pytorch_version(inventory) if inventory.stack.horovod.enabled else None,
     )
-    for platform in _platforms(inventory, facts).values():
+    for platform in platforms:
         if platform.wheel_target not in houses:
             houses[platform.wheel_target] = wheels.ensure_wheelhouse(
                 cache.root, platform, wanted, progress, offline=offline
             )
-    return files, houses
+    return FetchResult(files, houses)
 
 
 def prepare(
@@ -66,7 +93,8 @@ def prepare(
     *,
     offline: bool = False,
 ) -> StackPlan:
-    cached, houses = fetch(inventory, facts, progress, offline=offline)
+    fetched = fetch(inventory, platforms(inventory, facts).values(), progress, offline=offline)
+    cached, houses = fetched.files, fetched.houses
     files = {name: entry.path for name, entry in cached.items()}
     needed = [entry.source for entry in cached.values()]  # the files actually used
     artifacts = inventory.resolve_path(inventory.sources.artifacts)
@@ -94,7 +122,7 @@ def prepare(
     return result
 
 
-def _platforms(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> dict[str, Platform]:
+def platforms(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> dict[str, Platform]:
     return {n.name: platform_of(facts[n.name], inventory, n.gpus) for n in inventory.nodes}
 
 
@@ -108,7 +136,7 @@ def _group_spec(
     stack = inventory.stack
     by_name = {s.component: s for s in needed}
     platform = group.platform
-    stack_dir = f"{stack.prefix}/stacks/{group.fingerprint}"
+    stack_dir = Layout.of(inventory).stack_dir(group.fingerprint)
     cuda_home = stack.cuda_home if platform.cuda else None
     cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
     spec: dict[str, Any] = {

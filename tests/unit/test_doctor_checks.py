@@ -25,16 +25,16 @@ from mpicluster.doctor.model import Status
 from mpicluster.doctor.runner import Clock, Gathered, Options
 from mpicluster.doctor.session import NodeSession
 from mpicluster.inventory import parse_inventory
-from mpicluster.layout import ENV_BLOCK_BEGIN, ENV_BLOCK_END, Layout
+from mpicluster.layout import BLOCK_BEGIN, BLOCK_END, Layout
 
 NODES = ["node1", "node2", "node3"]
 BLOCK = (
-    f"{ENV_BLOCK_BEGIN}\n"
+    f"{BLOCK_BEGIN}\n"
     'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"\n'
     'OMPI_MCA_btl_tcp_if_include="10.9.0.0/24"\n'
     'OMPI_MCA_oob_tcp_if_include="10.9.0.0/24"\n'
     'PRTE_MCA_oob_tcp_if_include="10.9.0.0/24"\n'
-    f"{ENV_BLOCK_END}\n"
+    f"{BLOCK_END}\n"
 )
 OPENMPI = "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/"
 MPICH = "HYDRA build details:\n    Version:                                 4.0.2\n"
@@ -56,7 +56,7 @@ def node_facts(name: str, index: int) -> dict:
     return {
         "kind": "facts",
         "hostname": name,
-        "cpus": 2,
+        "nproc": 2,
         "port": 40000 + index,
         "env": {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -180,7 +180,7 @@ def test_env_block_must_be_literal_and_not_overridden():
     assert any("after the block" in p for p in problems)
     assert environment.parse_block(None)[0] == "missing-file"
     assert environment.parse_block("LANG=C\n")[0] == "missing"
-    assert environment.parse_block(f"{ENV_BLOCK_END}\n{ENV_BLOCK_BEGIN}\n")[0] == "broken"
+    assert environment.parse_block(f"{BLOCK_END}\n{BLOCK_BEGIN}\n")[0] == "broken"
 
 
 def test_env_on_a_node_up_never_touched_says_run_up():

@@ -11,11 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpicluster.doctor.session import BOOTSTRAP, PROBE
+from mpicluster.doctor.session import BOOTSTRAP, probe_script
 
 
 def start(spec: dict) -> subprocess.Popen:
-    script = PROBE.read_bytes()
+    script = probe_script()
     process = subprocess.Popen(
         [sys.executable, "-c", BOOTSTRAP, str(len(script))],
         stdin=subprocess.PIPE,
@@ -45,6 +45,7 @@ def spec(**extra) -> dict:
             "mpi_lib": "/nonexistent/mpicluster/current/lib",
             "python": "/nonexistent/mpicluster/current/venv/bin/python",
             "fingerprint_file": "/nonexistent/mpicluster/current/FINGERPRINT.json",
+            "environment_file": "/etc/environment",
             "cuda_home": None,
         },
         **extra,

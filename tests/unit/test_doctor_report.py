@@ -13,7 +13,7 @@ from mpicluster.doctor import select_checks
 from mpicluster.doctor.checks import NAMES
 from mpicluster.doctor.model import CheckReport, DoctorReport, Status, failed, passed, warned
 from mpicluster.render import Display
-from mpicluster.render_doctor import show_doctor
+from mpicluster.render.doctor import show_doctor
 
 GOOD = "cluster: t\nnodes:\n  - {name: n1, address: 10.0.0.1}\n"
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from mpicluster import hostfile
-from mpicluster import layout as paths
+from mpicluster import hostfile, layout
 from mpicluster.doctor.checks.common import UP, per_node, size
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
@@ -92,16 +91,12 @@ def judge_disk(node: str, facts: dict) -> list[Result]:
 
 def expected_hostfiles(g: Gathered) -> dict[str, str | None]:
     """The files `up` would write; None where a node's slots cannot be known."""
-    cores = {n: int((g.facts(n) or {}).get("cpus") or 1) for n in g.probed}
+    cores = {n: int((g.facts(n) or {}).get("nproc") or 1) for n in g.probed}
     try:
         slots = hostfile.slots(g.inventory, cores)
     except UsageError:  # a node without slots, GPUs or facts: its slots are unknown
-        return dict.fromkeys((paths.HOSTFILE, paths.HOSTFILE_MPICH, paths.HOSTFILE_HOROVOD))
-    return {
-        paths.HOSTFILE: hostfile.render(slots, "openmpi"),
-        paths.HOSTFILE_MPICH: hostfile.render(slots, "mpich"),
-        paths.HOSTFILE_HOROVOD: hostfile.render(slots, "horovod"),
-    }
+        return dict.fromkeys(hostfile.PATHS)
+    return hostfile.rendered(slots)
 
 
 def check_hostfile(g: Gathered) -> CheckReport:
@@ -136,10 +131,10 @@ def judge_hostfile(g: Gathered, expected: dict, node: str, facts: dict) -> list[
                     f"{UP}: it rewrites the hostfiles from the inventory",
                 )
             )
-    text = files.get(paths.CLUSTER_JSON)
+    text = files.get(layout.CLUSTER_JSON)
     if text is None:
         results.append(
-            failed(node, f"{paths.CLUSTER_JSON} is missing", f"{UP}: it describes the cluster")
+            failed(node, f"{layout.CLUSTER_JSON} is missing", f"{UP}: it describes the cluster")
         )
     else:
         try:
@@ -152,15 +147,15 @@ def judge_hostfile(g: Gathered, expected: dict, node: str, facts: dict) -> list[
             results.append(
                 failed(
                     node,
-                    f"{paths.CLUSTER_JSON} describes cluster {cluster!r} with "
+                    f"{layout.CLUSTER_JSON} describes cluster {cluster!r} with "
                     f"{', '.join(listed) or 'no nodes'}; the inventory: {g.inventory.cluster!r} "
                     f"with {', '.join(names)}",
-                    f"{UP}: it rewrites {paths.CLUSTER_JSON}",
+                    f"{UP}: it rewrites {layout.CLUSTER_JSON}",
                 )
             )
     if not results:
         results.append(
-            passed(node, f"{paths.HOSTFILE} (+ MPICH, Horovod, cluster.json) match the inventory")
+            passed(node, f"{layout.HOSTFILE} (+ MPICH, Horovod, cluster.json) match the inventory")
         )
     return results
 

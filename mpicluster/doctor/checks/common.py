@@ -1,8 +1,7 @@
-"""Helpers the checks share: per-node judging, majority votes, ssh error causes."""
+"""Helpers the checks share: per-node judging, majority votes, sizes."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Hashable
 
@@ -48,39 +47,3 @@ def size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit in ("B", "KiB") else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
-
-
-#: What an OpenSSH client's stderr means, most specific first.
-SSH_CAUSES = [
-    ("host_key_changed", ("remote host identification has changed", "host key for")),
-    ("host_key_unknown", ("host key verification failed", "no ed25519 host key is known")),
-    ("denied", ("permission denied",)),
-    ("resolve", ("could not resolve hostname", "name or service not known")),
-    ("timeout", ("timed out", "operation timed out")),
-    ("unreachable", ("no route to host", "network is unreachable")),
-    ("refused", ("connection refused",)),
-    ("closed", ("connection closed by", "connection reset", "kex_exchange_identification")),
-]
-
-
-def ssh_cause(stderr: str, rc: int | None) -> str:
-    if rc is None:
-        return "timeout"
-    text = stderr.lower()
-    if "remote host identification has changed" in text:
-        return "host_key_changed"
-    for cause, needles in SSH_CAUSES:
-        if any(needle in text for needle in needles):
-            return cause
-    return "command" if rc not in (0, 255) else "other"
-
-
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    lines = [line for line in lines if not set(line) <= set("@ ")]
-    return lines[-1] if lines else ""
-
-
-def offered_fingerprint(stderr: str) -> str | None:
-    match = re.search(r"(SHA256:[A-Za-z0-9+/]{20,})", stderr or "")
-    return match.group(1) if match else None

@@ -8,17 +8,16 @@ mpicluster block must be present and literal (pam_env expands nothing there).
 
 from __future__ import annotations
 
-import re
-
-from mpicluster import layout as paths
+from mpicluster import layout
 from mpicluster.doctor.checks.common import UP, per_node
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
 from mpicluster.layout import Layout
+from mpicluster.mpi_settings import mpi_environment
+from mpicluster.remote.module_utils import mpicluster_envblock as envblock
 
 NAME = "env"
 TITLE = "Non-interactive environment (PATH, LD_LIBRARY_PATH, /etc/environment)"
-_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 def check(g: Gathered) -> CheckReport:
@@ -28,62 +27,18 @@ def check(g: Gathered) -> CheckReport:
 
 def expected_variables(g: Gathered) -> dict[str, str]:
     """The MPI settings `up` writes into the block (besides PATH and LD_LIBRARY_PATH)."""
-    selector = g.inventory.network.selector
-    wanted: dict[str, str] = {}
-    if selector:
-        wanted["OMPI_MCA_btl_tcp_if_include"] = selector
-        wanted["OMPI_MCA_oob_tcp_if_include"] = selector
-        wanted["PRTE_MCA_oob_tcp_if_include"] = selector
-    if g.inventory.network.interface:
-        wanted["NCCL_SOCKET_IFNAME"] = g.inventory.network.interface
-    return wanted
+    return mpi_environment(g.inventory.network)
 
 
 def parse_block(text: str | None) -> tuple[str, dict[str, str], list[str]]:
-    """(state, block variables, problems) of /etc/environment's managed block.
-
-    state: "missing-file", "missing", "broken" (markers out of order or doubled) or "ok".
-    """
-    if text is None:
-        return "missing-file", {}, []
-    lines = text.splitlines()
-    begins = [i for i, line in enumerate(lines) if line.rstrip() == paths.ENV_BLOCK_BEGIN]
-    ends = [i for i, line in enumerate(lines) if line.rstrip() == paths.ENV_BLOCK_END]
-    if not begins and not ends:
-        return "missing", {}, []
-    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        return "broken", {}, [f"{len(begins)} BEGIN and {len(ends)} END marker(s), out of order"]
-    values: dict[str, str] = {}
-    problems: list[str] = []
-    for line in lines[begins[0] + 1 : ends[0]]:
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        match = _ASSIGNMENT.match(line)
-        if not match:
-            problems.append(f"not NAME=value: {line.strip()!r}")
-            continue
-        name, raw = match.group(1), match.group(2).strip()
-        quoted = len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'"
-        value = raw[1:-1] if quoted else raw
-        if "$" in value or "`" in value:
-            problems.append(f"{name} is not literal (pam_env does not expand it): {line.strip()!r}")
-        elif not quoted and " " in value:
-            problems.append(f"{name} has an unquoted space: {line.strip()!r}")
-        values[name] = value
-    for i, line in enumerate(lines[ends[0] + 1 :], start=ends[0] + 1):
-        match = _ASSIGNMENT.match(line)
-        if match and match.group(1) in ("PATH", "LD_LIBRARY_PATH"):
-            problems.append(
-                f"line {i + 1} sets {match.group(1)} after the block, overriding it: "
-                f"{line.strip()!r}"
-            )
-    return "ok", values, problems
+    """(state, block variables, problems) of /etc/environment's managed block."""
+    return envblock.parse_block(text, layout.BLOCK_BEGIN, layout.BLOCK_END)
 
 
 def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list[Result]:
     env = facts.get("env") or {}
     results: list[Result] = []
-    where = f"{node}:{paths.ENVIRONMENT_FILE}"
+    where = f"{node}:{layout.ENVIRONMENT_FILE}"
     state, block, problems = parse_block(facts.get("environment_file"))
     if state in ("missing", "missing-file"):
         results.append(
@@ -99,9 +54,7 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
             failed(node, f"{where}: {problem}", f"{UP}: it rewrites the block with literal values")
         )
 
-    path = (env.get("PATH") or "").split(":")
-    wanted_path = [lay.mpi_bin, *[d for d in lay.path_dirs if d != lay.mpi_bin]]
-    missing = [d for d in wanted_path if d not in path]
+    missing, missing_libs = lay.missing_dirs(env.get("PATH"), env.get("LD_LIBRARY_PATH"))
     if missing:
         block_path = block.get("PATH")
         cause = (
@@ -122,8 +75,6 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
         )
     else:
         results.extend(_which(lay, node, facts))
-    libs = (env.get("LD_LIBRARY_PATH") or "").split(":")
-    missing_libs = [d for d in lay.library_dirs if d not in libs]
     if missing_libs:
         results.append(
             failed(
@@ -158,7 +109,7 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
             passed(
                 node,
                 f"PATH holds {lay.mpi_bin}; mpirun -> {mpirun.get('path')}; "
-                f"{paths.ENVIRONMENT_FILE} block present and literal",
+                f"{layout.ENVIRONMENT_FILE} block present and literal",
             )
         )
     return results

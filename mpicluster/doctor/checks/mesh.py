@@ -3,14 +3,9 @@ checking works, on a fresh connection (no ControlMaster), as mpirun's launch nee
 
 from __future__ import annotations
 
+from mpicluster import ssh_failures
 from mpicluster.doctor import pairs as pair_plan
-from mpicluster.doctor.checks.common import (
-    UP,
-    last_line,
-    offered_fingerprint,
-    plural,
-    ssh_cause,
-)
+from mpicluster.doctor.checks.common import UP, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
 
@@ -28,7 +23,7 @@ def check(g: Gathered) -> CheckReport:
             report.results.append(_blame(g, node, blamed[node], tried, failures))
     for source, target in rest:
         item = g.ssh_pairs[(source, target)]
-        cause = ssh_cause(item["stderr"], item["rc"])
+        cause = ssh_failures.classify(item["stderr"], item["rc"])
         report.results.append(
             failed(
                 source,
@@ -86,30 +81,10 @@ def check(g: Gathered) -> CheckReport:
 
 
 def _evidence(item: dict) -> str:
-    if item["rc"] is None:
-        return "no answer within the timeout"
-    line = last_line(item["stderr"]) or f"exit {item['rc']}"
-    fingerprint = offered_fingerprint(item["stderr"])
-    if fingerprint and fingerprint not in line:
-        line += f"; offered key {fingerprint}"
-    return line
+    return ssh_failures.evidence(item["stderr"], item["rc"])
 
 
-def _why(cause: str, target: str, source: str | None = None) -> str:
-    """Why a pair failed; with `source`, worded for a node whose every connection out fails."""
-    if source and cause in ("timeout", "unreachable"):
-        return f"{source}'s connections to its peers' port 22 get no answer"
-    return {
-        "host_key_changed": f"{target}'s host key differs from the one the nodes trust",
-        "host_key_unknown": f"{target}'s host key is not in the source's known_hosts",
-        "denied": f"{target} refuses the cluster key",
-        "resolve": f"{target}'s name does not resolve",
-        "timeout": f"{target} does not answer on port 22",
-        "unreachable": f"no route to {target}",
-        "refused": f"{target} refuses connections on port 22",
-        "closed": f"{target} closed the connection",
-        "command": "the login works but `true` failed (login shell?)",
-    }.get(cause, "ssh failed")
+_why = ssh_failures.why
 
 
 def _blame(g: Gathered, node: str, direction: str, tried, failures) -> Result:
@@ -117,7 +92,7 @@ def _blame(g: Gathered, node: str, direction: str, tried, failures) -> Result:
     out = [(s, t) for s, t in tried if s == node and (s, t) in failures]
     chosen = out if direction == "out" or not into else into
     sample = g.ssh_pairs[chosen[0]]
-    cause = ssh_cause(sample["stderr"], sample["rc"])
+    cause = ssh_failures.classify(sample["stderr"], sample["rc"])
     if direction == "in":
         what = f"ssh into {node} fails from all {plural(len(into), 'node')} tried"
     elif direction == "out":

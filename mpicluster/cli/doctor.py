@@ -1,23 +1,19 @@
-"""The `mpicluster doctor` command (wired into mpicluster.cli)."""
+"""`mpicluster doctor`: check a cluster for what breaks MPI."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mpicluster import exitcodes
-from mpicluster.errors import MpiclusterError
+from mpicluster import exitcodes, render
+from mpicluster.cli.common import InventoryArg, guarded
 from mpicluster.inventory import load_inventory
+from mpicluster.render import Display
 
 
 def doctor(
-    inventory: Annotated[
-        Path,
-        typer.Argument(help="Inventory YAML file describing the cluster.", show_default=False),
-    ],
+    inventory: InventoryArg,
     check: Annotated[
         list[str] | None,
         typer.Option(
@@ -61,36 +57,19 @@ def doctor(
     Exit codes: 0 every check passed, 1 warnings only, 2 at least one failure (also: a
     bad inventory or option), 130 interrupted.
     """
-    from mpicluster.cli import guarded
     from mpicluster.doctor import run_doctor
-    from mpicluster.render import Display
-    from mpicluster.render_doctor import show_doctor
 
     display = Display(quiet=json_output)
-    with guarded(display):
-        try:
-            inv = load_inventory(inventory)
-            report = run_doctor(
-                inv,
-                checks=check,
-                timeout=timeout,
-                all_pairs=all_pairs,
-                seed=seed,
-                on_progress=display.progress,
-            )
-        except (MpiclusterError, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # a bug must not read as "warnings only" (exit 1)
-            if os.environ.get("MPICLUSTER_DEBUG"):
-                raise
-            raise MpiclusterError(
-                f"internal error: {type(exc).__name__}: {exc}",
-                hint="rerun with MPICLUSTER_DEBUG=1 for the traceback, and please report it",
-                exit_code=exitcodes.DOCTOR_FAIL,
-            ) from None
-        if json_output:
-            display.json(report.to_dict(fix_hints))
-        else:
-            show_doctor(display, report, fix_hints=fix_hints)
+    # a crash must not read as "warnings only" (exit 1)
+    with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
+        report = run_doctor(
+            load_inventory(inventory),
+            checks=check,
+            timeout=timeout,
+            all_pairs=all_pairs,
+            seed=seed,
+            on_progress=display.progress,
+        )
+        render.show(display, report, as_json=json_output, fix_hints=fix_hints)
         if report.exit_code != exitcodes.DOCTOR_PASS:
             raise typer.Exit(report.exit_code)

@@ -16,7 +16,8 @@ the conversation, one JSON object per line each way:
     control -> node   end of input             the listener closes, the probe exits
 
 It never changes anything on the node. A watchdog ends it whatever happens, so a
-lost control connection leaves nothing running.
+lost control connection leaves nothing running. Its facts are nodeinfo's (what `up`
+plans builds from), extended with what the checks judge.
 """
 
 import glob
@@ -26,10 +27,11 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
+
+from nodeinfo import first_existing, node_facts, read_text, run
 
 OUT = threading.Lock()
 ENV_KEYS = [
@@ -43,7 +45,6 @@ ENV_KEYS = [
     "HOME",
     "USER",
 ]
-MAX_TEXT = 65536
 METADATA = re.compile(r"([A-Za-z0-9_.]+?)-([0-9][^-]*?)(?:-py[0-9.]+)?\.(dist|egg)-info$")
 BRIDGE_PREFIXES = ("docker", "virbr", "br-", "cni", "podman", "lxcbr", "lxdbr", "flannel", "kube")
 SSH_OPTIONS = [
@@ -82,35 +83,6 @@ def receive():
     return json.loads(line.decode("utf-8"))
 
 
-def run(argv, timeout=10, env=None):
-    """(exit code, stdout, stderr); code None when it could not run or timed out."""
-    try:
-        done = subprocess.run(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            timeout=timeout,
-            check=False,
-            env=env,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, "", str(exc)
-    return (
-        done.returncode,
-        done.stdout.decode("utf-8", "replace"),
-        done.stderr.decode("utf-8", "replace"),
-    )
-
-
-def read_text(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(MAX_TEXT).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
 def neighbour_limits():
     """The kernel's ARP table limits, or None where this network namespace hides them."""
     limits = {}
@@ -121,13 +93,6 @@ def neighbour_limits():
         except (TypeError, ValueError):
             return None
     return limits
-
-
-def first_existing(paths):
-    for path in paths:
-        if path and os.path.exists(path):
-            return path
-    return None
 
 
 # --- facts -----------------------------------------------------------------------
@@ -307,47 +272,6 @@ def nccl_version(layout):
     return None
 
 
-def cuda_version(cuda_home):
-    if not cuda_home:
-        return None
-    text = read_text(cuda_home + "/version.json")
-    if text:
-        try:
-            return json.loads(text)["cuda"]["version"]
-        except (ValueError, KeyError, TypeError):
-            pass
-    text = read_text(cuda_home + "/version.txt") or ""
-    match = re.search(r"CUDA Version\s+([0-9.]+)", text)
-    return match.group(1) if match else None
-
-
-def gpus():
-    smi = first_existing(["/usr/bin/nvidia-smi", "/usr/local/bin/nvidia-smi"]) or shutil.which(
-        "nvidia-smi"
-    )
-    if not smi:
-        return {"ok": False, "error": "nvidia-smi not found"}
-    code, out, err = run(
-        [smi, "--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader"], timeout=20
-    )
-    if code != 0:
-        return {"ok": False, "error": (err or out).strip()[-300:] or "exit %s" % code}
-    devices = []
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) >= 3:
-            devices.append({"index": parts[0], "name": parts[1], "driver": parts[2]})
-    code, out, _ = run([smi], timeout=20)
-    match = re.search(r"CUDA Version:\s*([0-9.]+)", out or "")
-    return {
-        "ok": True,
-        "count": len(devices),
-        "names": sorted(set(d["name"] for d in devices)),
-        "driver": devices[0]["driver"] if devices else None,
-        "cuda": match.group(1) if match else None,
-    }
-
-
 def ssh_trust(cluster):
     home = os.path.expanduser("~")
     marker = " mpicluster:" + cluster
@@ -381,30 +305,32 @@ def gather(spec):
     for path in spec.get("files", []):
         files[path] = read_text(path)
     packages = python_packages(layout, {"mpi4py", "horovod", "torch"})
-    return {
-        "hostname": hostname,
-        "cpus": os.cpu_count() or 1,
-        "env": dict((k, os.environ.get(k)) for k in ENV_KEYS),
-        "which": which_all(["mpirun", "mpicc"]),
-        "environment_file": read_text("/etc/environment"),
-        "resolve": resolved,
-        "interfaces": interfaces(),
-        "neighbour": neighbour_limits(),
-        "disk": disk(disk_paths),
-        "files": files,
-        "ssh": ssh_trust(spec["cluster"]),
-        "versions": {
-            "mpi": mpi_identity(layout),
-            "fingerprint": fingerprint(layout),
-            "python": python_version(layout),
-            "mpi4py": packages.get("mpi4py"),
-            "horovod": packages.get("horovod"),
-            "torch": packages.get("torch"),
-            "nccl": nccl_version(layout),
-            "cuda": cuda_version(layout.get("cuda_home")) if spec.get("gpus") else None,
-        },
-        "gpus": gpus() if spec.get("gpus") else None,
-    }
+    facts = node_facts(layout["prefix"], layout.get("cuda_home"), with_gpus=bool(spec.get("gpus")))
+    facts.update(
+        {
+            "hostname": hostname,
+            "env": dict((k, os.environ.get(k)) for k in ENV_KEYS),
+            "which": which_all(["mpirun", "mpicc"]),
+            "environment_file": read_text(layout["environment_file"]),
+            "resolve": resolved,
+            "interfaces": interfaces(),
+            "neighbour": neighbour_limits(),
+            "disk": disk(disk_paths),
+            "files": files,
+            "ssh": ssh_trust(spec["cluster"]),
+            "versions": {
+                "mpi": mpi_identity(layout),
+                "fingerprint": fingerprint(layout),
+                "python": python_version(layout),
+                "mpi4py": packages.get("mpi4py"),
+                "horovod": packages.get("horovod"),
+                "torch": packages.get("torch"),
+                "nccl": nccl_version(layout),
+                "cuda": facts["cuda"] if spec.get("gpus") else None,
+            },
+        }
+    )
+    return facts
 
 
 # --- peers -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Terminal output of `mpicluster doctor`: a compact table grouped by check."""
+"""`doctor`: a compact table grouped by check, and the one-line verdict."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from mpicluster.doctor.model import CheckReport, DoctorReport, Result, Status
-from mpicluster.render import Display
+from mpicluster.render.display import Display, styled
 
-STYLE = {
-    Status.PASS: "[green]pass[/]",
-    Status.WARN: "[yellow]warn[/]",
-    Status.FAIL: "[bold red]FAIL[/]",
-}
 #: Passing results of one check beyond this many are folded into one row.
 FOLD_PASSES = 3
+SKIP = styled("skip")
+
+
+def _status(status: Status) -> str:
+    return styled(str(status), "FAIL" if status == Status.FAIL else str(status))
 
 
 def show_doctor(display: Display, report: DoctorReport, *, fix_hints: bool = True) -> None:
     table = Table(
-        title=f"mpicluster doctor: {report.cluster}",
+        title=f"mpicluster doctor: {escape(report.cluster)}",
         title_justify="left",
         show_lines=False,
         expand=False,
@@ -36,7 +36,7 @@ def show_doctor(display: Display, report: DoctorReport, *, fix_hints: bool = Tru
         for index, row in enumerate(rows):
             label = f"[bold]{check.name}[/]" if index == 0 else ""
             table.add_row(label, *row, end_section=index == len(rows) - 1)
-    display.out.print(table)
+    display.print(table)
     summary = report.summary
     code = report.exit_code
     line = (
@@ -46,12 +46,13 @@ def show_doctor(display: Display, report: DoctorReport, *, fix_hints: bool = Tru
     if code == 0:
         display.success(line)
     elif report.status == Status.WARN:
-        display.out.print(f"[yellow]warn:[/] {escape(line)} (exit {code})")
+        display.warning(f"{line} (exit {code})")
     else:
-        display.out.print(f"[bold red]FAIL:[/] {escape(line)} (exit {code})")
+        display.failure(f"{line} (exit {code})")
 
 
 def _rows(check: CheckReport, fix_hints: bool) -> list[list[str]]:
+    blank = [""] if fix_hints else []
     rows = [_row(result, fix_hints) for result in check.results if result.status != Status.PASS]
     passes = [r for r in check.results if r.status == Status.PASS]
     if len(passes) > 1:
@@ -61,15 +62,13 @@ def _rows(check: CheckReport, fix_hints: bool) -> list[list[str]]:
         if len(nodes) > FOLD_PASSES:
             shown = f"{nodes[0]} +{len(nodes) - 1}"
         evidence = f"{passes[0].node}: {passes[0].evidence}" if passes[0].node else ""
-        row = [STYLE[Status.PASS], escape(shown), escape(evidence)]
-        rows.append(row + ([""] if fix_hints else []))
+        rows.append([_status(Status.PASS), escape(shown), escape(evidence), *blank])
     else:
         rows.extend(_row(result, fix_hints) for result in passes)
     for node in check.not_checked:
-        row = ["[dim]skip[/]", escape(node), "[dim]not checked: doctor could not reach it[/]"]
-        rows.append(row + ([""] if fix_hints else []))
+        rows.append([SKIP, escape(node), "[dim]not checked: doctor could not reach it[/]", *blank])
     if not rows:
-        rows.append(["[dim]-[/]", "", "[dim]nothing to check[/]"] + ([""] if fix_hints else []))
+        rows.append(["[dim]-[/]", "", "[dim]nothing to check[/]", *blank])
     return rows
 
 
@@ -77,7 +76,7 @@ def _row(result: Result, fix_hints: bool) -> list[str]:
     node = result.node or "cluster"
     if result.peer:
         node += f" -> {result.peer}"
-    row = [STYLE[result.status], escape(node), escape(result.evidence)]
+    row = [_status(result.status), escape(node), escape(result.evidence)]
     if fix_hints:
         row.append(escape(result.fix or ""))
     return row

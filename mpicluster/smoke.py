@@ -14,14 +14,13 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from mpicluster import layout as paths
-from mpicluster import transport
+from mpicluster import layout, remote, ssh_failures, transport
 from mpicluster.inventory import Inventory, Node
 from mpicluster.layout import Layout
+from mpicluster.mpi_settings import mpirun_network_args
+from mpicluster.text import last_line
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
 PAIR_TIMEOUT = 10
 
@@ -115,18 +114,16 @@ def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
 
 def env_matrix(inventory: Inventory, lay: Layout) -> list[PairResult]:
     names = [n.name for n in inventory.nodes]
-    script = (PROGRAMS / "env_probe.py").read_text()
     spec = json.dumps({"peers": names, "timeout": PAIR_TIMEOUT})
-    # An absolute path: the node's own PATH may be what is broken.
-    command = f"/usr/bin/python3 - {shlex.quote(spec)}"
+    command = f"{remote.PYTHON} - {shlex.quote(spec)}"
     results = transport.run_everywhere(
-        inventory, command, stdin=script, timeout=PAIR_TIMEOUT * 3 + 30
+        inventory, command, stdin=remote.script("smoke/env_probe"), timeout=PAIR_TIMEOUT * 3 + 30
     )
     pairs: list[PairResult] = []
     for source in names:
         result = results[source]
         if not result.ok:
-            reason = result.error or _last(result.stderr) or f"exited {result.exit_code}"
+            reason = result.error or last_line(result.stderr) or f"exited {result.exit_code}"
             pairs += [
                 PairResult(source, target, False, f"cannot run the probe on {source}: {reason}")
                 for target in names
@@ -146,25 +143,25 @@ def _judge(source: str, target: str, probe: dict | None, lay: Layout) -> PairRes
     if probe is None:
         return PairResult(source, target, False, "no probe result")
     if probe["rc"] != 0:
-        return PairResult(source, target, False, _ssh_cause(source, target, probe["stderr"]))
+        return PairResult(source, target, False, _ssh_problem(source, target, probe))
     env = probe["env"]
-    path = env.get("PATH", "").split(":")
-    if lay.mpi_bin not in path:
+    missing, missing_libs = lay.missing_dirs(env.get("PATH"), env.get("LD_LIBRARY_PATH"))
+    if missing:
         return PairResult(
             source,
             target,
             False,
-            f"PATH on {target} (non-interactive ssh) lacks {lay.mpi_bin}: the mpicluster block "
-            f"in {target}:/etc/environment is missing or overridden; rerun `mpicluster up`",
+            f"PATH on {target} (non-interactive ssh) lacks {', '.join(missing)}: the "
+            f"mpicluster block in {target}:{layout.ENVIRONMENT_FILE} is missing or overridden; "
+            "rerun `mpicluster up`",
         )
-    libs = env.get("LD_LIBRARY_PATH", "").split(":")
-    if lay.mpi_lib and lay.mpi_lib not in libs:
+    if missing_libs:
         return PairResult(
             source,
             target,
             False,
-            f"LD_LIBRARY_PATH on {target} (non-interactive ssh) lacks {lay.mpi_lib}: check "
-            f"{target}:/etc/environment",
+            f"LD_LIBRARY_PATH on {target} (non-interactive ssh) lacks {', '.join(missing_libs)}: "
+            f"check {target}:{layout.ENVIRONMENT_FILE}",
         )
     mpirun = env.get("MPIRUN", "")
     if mpirun != f"{lay.mpi_bin}/mpirun":
@@ -179,24 +176,11 @@ def _judge(source: str, target: str, probe: dict | None, lay: Layout) -> PairRes
     return PairResult(source, target, True)
 
 
-def _ssh_cause(source: str, target: str, stderr: str) -> str:
-    text = stderr.lower()
-    line = _last(stderr)
-    if "host key verification failed" in text or "remote host identification" in text:
-        why = f"{target}'s host key is not (or no longer) in {source}'s known_hosts"
-    elif "permission denied" in text:
-        why = f"{target} does not accept {source}'s cluster key (authorized_keys or from=)"
-    elif "could not resolve" in text or "name or service not known" in text:
-        why = f"{source} cannot resolve {target}'s name (/etc/hosts or DNS)"
-    elif "timed out" in text or "no route" in text:
-        why = f"{source} cannot reach {target}'s sshd (network or firewall)"
-    elif "connection refused" in text:
-        why = f"sshd on {target} refuses connections"
-    else:
-        why = "ssh failed"
-    return (
-        f"ssh {source} -> {target}: {why} ({line})" if line else f"ssh {source} -> {target}: {why}"
-    )
+def _ssh_problem(source: str, target: str, probe: dict) -> str:
+    cause = ssh_failures.classify(probe["stderr"], probe["rc"])
+    why = ssh_failures.why(cause, target, command="env")
+    seen = ssh_failures.evidence(probe["stderr"], probe["rc"])
+    return f"ssh {source} -> {target}: {why} ({seen})"
 
 
 PROGRAM = {"mpi4py": "allreduce.py", "horovod": "hvd_allreduce.py"}
@@ -207,17 +191,11 @@ def mpirun_command(
     inventory: Inventory, lay: Layout, major: int, user: str, kind: str = "mpi4py"
 ) -> str:
     # No -np: one rank per slot of the hostfile `up` wrote, on every node.
-    parts = [f"{lay.mpi_bin}/mpirun", "--hostfile", paths.HOSTFILE, "--map-by", "node"]
+    parts = [f"{lay.mpi_bin}/mpirun", "--hostfile", layout.HOSTFILE, "--map-by", "node"]
     if user == "root":
         parts.append("--allow-run-as-root")
-    selector = inventory.network.selector
-    if selector:
-        parts += ["--mca", "btl_tcp_if_include", selector]
-        if major >= 5:
-            parts += ["--prtemca", "oob_tcp_if_include", selector]
-        else:
-            parts += ["--mca", "oob_tcp_if_include", selector]
-    parts += [lay.python, f"{paths.SMOKE_DIR}/{PROGRAM[kind]}", *map(str, SIZES[kind])]
+    parts += mpirun_network_args(inventory.network, major)
+    parts += [lay.python, f"{layout.SMOKE_DIR}/{PROGRAM[kind]}", *map(str, SIZES[kind])]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -233,7 +211,7 @@ def run_allreduce(
             head.name,
             kind,
             problem="`mpirun --version` failed on the head",
-            cause=version.error or _last(version.stdout + version.stderr),
+            cause=version.error or last_line(version.stdout + version.stderr),
         )
     match = re.search(r"(\d+)\.(\d+)", version.stdout)
     major = int(match.group(1)) if match else 4
@@ -330,8 +308,3 @@ def _json_line(text: str) -> dict | None:
             except json.JSONDecodeError:
                 return None
     return None
-
-
-def _last(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -1,0 +1,115 @@
+"""Commands on a cluster described by an inventory: validate, fetch, up, smoke, hostfile."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mpicluster import exitcodes, render
+from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
+from mpicluster.inventory import load_inventory
+from mpicluster.render import Display, PlaybookView
+
+
+def validate(inventory: InventoryArg) -> None:
+    """Check an inventory file and list every problem in it (exit 2 if any)."""
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        display.success(
+            f"{inventory}: cluster {inv.cluster}, {len(inv.nodes)} node(s), {inv.total_gpus} GPU(s)"
+        )
+
+
+def up(
+    inventory: InventoryArg,
+    json_output: JsonOpt = False,
+    smoke: Annotated[bool, typer.Option(help="Run the smoke test at the end.")] = True,
+) -> None:
+    """Provision the cluster: MPI stack, SSH trust, environment, hostfiles, then the smoke test.
+
+    Exit codes: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable,
+    5 the smoke test failed.
+    """
+    from mpicluster.provision import provision
+
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        with PlaybookView(display, [n.name for n in inv.nodes]) as view:
+            result = provision(inv, on_event=view, on_progress=display.progress, smoke=smoke)
+        render.show(display, result, as_json=json_output)
+        if result.exit_code != exitcodes.OK:
+            raise typer.Exit(result.exit_code)
+        if not json_output:
+            display.success(
+                f"cluster {inv.cluster}: {len(inv.nodes)} node(s) provisioned "
+                f"({result.changes} change(s)) and verified in {result.seconds:.0f} s"
+            )
+
+
+def smoke(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
+    """Run the smoke test: node-to-node ssh env matrix and an MPI allreduce across all nodes."""
+    from mpicluster.smoke import run_smoke
+
+    display = Display()
+    with guarded(display):
+        report = run_smoke(load_inventory(inventory), display.progress)
+        render.show(display, report, as_json=json_output)
+        if not report.ok:
+            raise typer.Exit(exitcodes.SMOKE_FAILED)
+
+
+def fetch(
+    inventory: InventoryArg,
+    python: Annotated[
+        str | None, typer.Option(help="Nodes' Python (e.g. 3.11) if they cannot be reached.")
+    ] = None,
+    arch: Annotated[str, typer.Option(help="Nodes' architecture, with --python.")] = "x86_64",
+    json_output: JsonOpt = False,
+) -> None:
+    """Download every source the inventory needs into the cache (sha256 verified).
+
+    Run it where the internet (or sources.mirror) is reachable; `up` then needs no
+    download, so nodes and an air-gapped control machine work offline.
+    """
+    from mpicluster import node_facts
+    from mpicluster.stack.fingerprint import Platform
+    from mpicluster.stack.prepare import fetch as fetch_sources
+    from mpicluster.stack.prepare import platforms
+
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        if inv.stack.install != "source":
+            display.success("install: packages needs no sources")
+            return
+        if python:
+            wanted = [Platform.for_wheels(python, arch)]
+        else:
+            wanted = list(platforms(inv, node_facts.gather(inv)).values())
+        render.show(display, fetch_sources(inv, wanted, display.progress), as_json=json_output)
+
+
+def hostfile(
+    inventory: InventoryArg,
+    fmt: Annotated[
+        str, typer.Option("--format", help="openmpi (host slots=N), mpich (host:N) or horovod.")
+    ] = "openmpi",
+) -> None:
+    """Print a hostfile. Slots: the inventory's, else GPUs, else cores (asked over SSH)."""
+    from mpicluster import hostfile as hostfiles
+    from mpicluster import node_facts
+    from mpicluster.errors import UsageError
+
+    display = Display()
+    with guarded(display):
+        if fmt not in hostfiles.FORMATS:
+            raise UsageError(f"--format {fmt!r}: one of {', '.join(hostfiles.FORMATS)}")
+        inv = load_inventory(inventory)
+        cores = node_facts.cores(node_facts.gather(inv)) if hostfiles.needs_cores(inv) else {}
+        display.text(hostfiles.render(hostfiles.slots(inv, cores), fmt))
+
+
+COMMANDS = [validate, up, smoke, fetch, hostfile]

@@ -1,0 +1,84 @@
+"""`mpicluster local up/down/status`: a local cluster to try mpicluster on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mpicluster import exitcodes, render
+from mpicluster.cli.common import JsonOpt, guarded
+from mpicluster.errors import MpiclusterError
+from mpicluster.render import Display
+
+app = typer.Typer(
+    help="A local cluster to try mpicluster on: Podman containers (or VMs) driven by Vagrant.",
+    no_args_is_help=True,
+)
+
+
+@app.command("up")
+def local_up(
+    nodes: Annotated[int, typer.Option(help="Number of nodes.", min=1)] = 3,
+    name: Annotated[str, typer.Option(help="Cluster name (several may coexist).")] = "local",
+    subnet: Annotated[str, typer.Option(help="Private subnet; nodeK gets .(10+K).")] = (
+        "192.168.61.0/24"
+    ),
+    provider: Annotated[
+        str, typer.Option(help="Vagrant provider: docker (Podman), libvirt or virtualbox.")
+    ] = "docker",
+    inventory: Annotated[
+        Path | None,
+        typer.Option(help="Where to write the inventory [default: inventories/NAME.yaml]."),
+    ] = None,
+) -> None:
+    """Start (or update) the local cluster and write its inventory."""
+    from mpicluster.local import cluster
+    from mpicluster.local.spec import LocalSpec
+
+    display = Display()
+    with guarded(display):
+        spec = LocalSpec(name=name, nodes=nodes, subnet=subnet, provider=provider)
+        target = inventory or Path("inventories") / f"{name}.yaml"
+        result = cluster.start(spec, target, display.progress)
+        render.show(display, result)
+        if not result.healthy:
+            raise MpiclusterError(
+                "some nodes are not reachable over SSH", hint="see the table above"
+            )
+        display.success(
+            f"{len(result.nodes)} node(s) up in {result.seconds:.0f} s; inventory: {target}"
+        )
+
+
+@app.command("down")
+def local_down(
+    name: Annotated[str, typer.Option(help="Cluster name.")] = "local",
+    purge_image: Annotated[
+        bool, typer.Option("--purge-image", help="Also remove the node image.")
+    ] = False,
+) -> None:
+    """Destroy the local cluster: nodes, network and Vagrant state."""
+    from mpicluster.local import cluster
+
+    display = Display()
+    with guarded(display):
+        removed = cluster.destroy(name, purge_image, display.progress)
+        display.success(f"local cluster {name!r} removed ({', '.join(removed)})")
+
+
+@app.command("status")
+def local_status(
+    name: Annotated[str, typer.Option(help="Cluster name.")] = "local",
+    json_output: JsonOpt = False,
+) -> None:
+    """Show each node of the local cluster and whether SSH reaches it."""
+    from mpicluster.local import cluster
+
+    display = Display()
+    with guarded(display):
+        result = cluster.status(name)
+        render.show(display, result, as_json=json_output)
+        if not result.healthy:
+            raise typer.Exit(exitcodes.HOSTS_UNREACHABLE)

@@ -1,0 +1,46 @@
+"""The programs mpicluster runs on the nodes, and how they are shipped.
+
+Every file here runs on a node's own Python (stdlib only, no mpicluster), so they
+use plain idioms that old Pythons accept. They reach a node one of two ways:
+- sent on stdin of `/usr/bin/python3` over the control connection: `script(name)`,
+  which also carries the helper modules the program imports (nodeinfo.py);
+- copied by the hostfiles role into /etc/mpicluster/smoke (`SMOKE`), where `mpirun`
+  starts them on every rank.
+module_utils/ holds code Ansible modules import (`ansible.module_utils.NAME`) and the
+control machine imports too, so both sides parse the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+#: Programs the smoke test runs with mpirun (installed on every node).
+SMOKE = HERE / "smoke"
+#: Ansible's module_utils folder for playbooks/library.
+MODULE_UTILS = HERE / "module_utils"
+#: Helper modules a shipped program may import.
+LIBRARIES = ("nodeinfo",)
+#: Absolute: the node's PATH may be the very thing to repair.
+PYTHON = "/usr/bin/python3"
+
+
+def source(name: str) -> str:
+    return (HERE / f"{name}.py").read_text(encoding="utf-8")
+
+
+def script(name: str) -> str:
+    """Program `name` as one text to run with `python3 -`: the helper modules it
+    imports are defined first (registered in sys.modules), then the program itself."""
+    text = source(name)
+    prelude = ["import sys as _sys, types as _types"]
+    for library in LIBRARIES:
+        if library == name or not re.search(rf"^(from|import) {library}\b", text, re.M):
+            continue
+        prelude += [
+            f"_module = _types.ModuleType({library!r})",
+            f"exec(compile({source(library)!r}, {library + '.py'!r}, 'exec'), _module.__dict__)",
+            f"_sys.modules[{library!r}] = _module",
+        ]
+    return "\n".join(prelude) + "\n" + text

@@ -1,0 +1,162 @@
+"""What a node is: platform, compiler, CUDA, GPUs, the installed stack.
+
+A program for the nodes, stdlib only (any Python 3.6+). Run alone it prints one JSON
+object: `/usr/bin/python3 - PREFIX CUDA_HOME` with this file on stdin, which is how
+`up`, `fetch` and `hostfile` learn what each node is. doctor's probe is sent as this
+file followed by probe.py (see mpicluster.remote.script) and extends these facts.
+"""
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+MAX_TEXT = 65536
+
+
+def run(argv, timeout=10, env=None):
+    """(exit code, stdout, stderr); code None when it could not run or timed out."""
+    try:
+        done = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+            env=env,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, "", str(exc)
+    return (
+        done.returncode,
+        done.stdout.decode("utf-8", "replace"),
+        done.stderr.decode("utf-8", "replace"),
+    )
+
+
+def read_text(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_TEXT).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def first_existing(paths):
+    for path in paths:
+        if path and os.path.exists(path):
+            return path
+    return None
+
+
+def os_release():
+    values = {}
+    for line in (read_text("/etc/os-release") or "").splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep:
+            values[key] = value.strip('"')
+    return {"id": values.get("ID", "unknown"), "version_id": values.get("VERSION_ID", "")}
+
+
+def gcc_version():
+    """The gcc a build here uses: the installed one, else the one apt would install."""
+    code, out, _ = run(["dpkg-query", "-W", "-f", "${Version}", "gcc"])
+    if code == 0 and out.strip():
+        return out.strip()
+    _, policy, _ = run(["apt-cache", "policy", "gcc"])
+    match = re.search(r"Candidate:\s*(\S+)", policy)
+    return match.group(1) if match and match.group(1) != "(none)" else None
+
+
+def cuda_version(cuda_home):
+    """The CUDA toolkit's version at cuda_home (version.json, version.txt, nvcc), or None."""
+    if not cuda_home:
+        return None
+    text = read_text(os.path.join(cuda_home, "version.json"))
+    if text:
+        try:
+            return json.loads(text)["cuda"]["version"]
+        except (ValueError, KeyError, TypeError):
+            pass
+    text = read_text(os.path.join(cuda_home, "version.txt")) or ""
+    match = re.search(r"CUDA Version\s+([0-9.]+)", text)
+    if match:
+        return match.group(1)
+    code, out, _ = run([os.path.join(cuda_home, "bin", "nvcc"), "--version"], timeout=15)
+    match = re.search(r"release [\d.]+, V([\d.]+)", out if code == 0 else "")
+    return match.group(1) if match else None
+
+
+GPU_FIELDS = "index,name,driver_version,uuid,compute_cap"
+
+
+def gpus():
+    """The GPUs nvidia-smi lists, with the driver and the CUDA version it supports."""
+    smi = first_existing(["/usr/bin/nvidia-smi", "/usr/local/bin/nvidia-smi"]) or shutil.which(
+        "nvidia-smi"
+    )
+    if not smi:
+        return {"ok": False, "error": "nvidia-smi not found", "devices": []}
+    code, out, err = run([smi, "--query-gpu=" + GPU_FIELDS, "--format=csv,noheader"], timeout=20)
+    if code != 0 and "compute_cap" in (out + err):  # drivers before 510 lack that field
+        code, out, err = run(
+            [smi, "--query-gpu=" + GPU_FIELDS.rsplit(",", 1)[0], "--format=csv,noheader"],
+            timeout=20,
+        )
+    if code != 0:
+        error = (err or out).strip()[-300:] or "exit %s" % code
+        return {"ok": False, "error": error, "devices": []}
+    devices = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3:
+            device = {"index": parts[0], "name": parts[1], "driver": parts[2]}
+            device["uuid"] = parts[3] if len(parts) > 3 else None
+            device["compute_cap"] = parts[4] if len(parts) > 4 else None
+            devices.append(device)
+    _, out, _ = run([smi], timeout=20)
+    match = re.search(r"CUDA Version:\s*([0-9.]+)", out or "")
+    return {
+        "ok": True,
+        "devices": devices,
+        "count": len(devices),
+        "names": sorted(set(d["name"] for d in devices)),
+        "driver": devices[0]["driver"] if devices else None,
+        "cuda": match.group(1) if match else None,
+    }
+
+
+def current_stack(prefix):
+    """The active stack's FINGERPRINT.json, or None."""
+    text = read_text(os.path.join(prefix, "current", "FINGERPRINT.json"))
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def node_facts(prefix, cuda_home, with_gpus=True):
+    return {
+        "nproc": os.cpu_count() or 1,
+        "os": os_release(),
+        "arch": platform.machine(),
+        "python": "%d.%d" % sys.version_info[:2],
+        "glibc": platform.libc_ver()[1],
+        "gcc": gcc_version(),
+        "cuda": cuda_version(cuda_home),
+        "gpus": gpus() if with_gpus else None,
+        "current": current_stack(prefix),
+    }
+
+
+def main():
+    prefix, cuda_home = sys.argv[1], sys.argv[2]
+    sys.stdout.write(json.dumps(node_facts(prefix, cuda_home)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""All terminal output of mpicluster: the only package that writes to the terminal.
+
+The core never prints: it returns results (each with `to_dict()`) and reports progress
+through callbacks. The CLI hands a result to `show`, which prints either the JSON of
+its `to_dict()` or its table, one module per command family (up, doctor, local, stack).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpicluster.render.display import Display, styled
+from mpicluster.render.playbook import PlaybookView
+
+__all__ = ["Display", "PlaybookView", "show", "styled"]
+
+
+def show(display: Display, result: Any, *, as_json: bool = False, **options: Any) -> None:
+    """`result` as JSON (`result.to_dict(**options)`) or as its table."""
+    if as_json:
+        display.json(result.to_dict(**options))
+        return
+    # the renderers import the core's result types: only when a table is wanted
+    from mpicluster.doctor.model import DoctorReport
+    from mpicluster.local.cluster import LocalCluster
+    from mpicluster.provision import UpResult
+    from mpicluster.render import doctor, local, stack, up
+    from mpicluster.smoke import SmokeReport
+    from mpicluster.stack.prepare import FetchResult
+
+    renderers = {
+        UpResult: up.show_up,
+        SmokeReport: up.show_smoke,
+        DoctorReport: doctor.show_doctor,
+        LocalCluster: local.show_local,
+        FetchResult: stack.show_fetch,
+    }
+    renderer = renderers.get(type(result))
+    if renderer is None:
+        raise TypeError(f"no renderer for {type(result).__name__}")
+    renderer(display, result, **options)

@@ -1,0 +1,32 @@
+"""`fetch`: what the source cache holds for an inventory."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from mpicluster.render.display import Display
+from mpicluster.stack.prepare import FetchResult
+
+
+def show_fetch(display: Display, result: FetchResult) -> None:
+    rows = [
+        [
+            escape(name),
+            escape(f.source.version),
+            escape(str(f.path)),
+            "downloaded" if f.fetched else "cached",
+            f.source.sha256[:16],
+        ]
+        for name, f in result.files.items()
+    ]
+    rows += [
+        [
+            escape(f"wheels {target}"),
+            f"{len(h.files)} files",
+            escape(str(h.path)),
+            "ready",
+            h.digest,
+        ]
+        for target, h in result.houses.items()
+    ]
+    display.table("source cache", ["component", "version", "file", "status", "sha256"], rows)
