@@ -1,8 +1,9 @@
-"""The NCCL role, for real, whenever a NCCL source tarball is in the source cache.
+"""The NCCL role, for real, whenever a NCCL source tarball is at hand.
 
-No registry these machines reach carries NCCL's source, so CI has none and this test
-is skipped there (and says why). With a tarball (MPICLUSTER_NCCL_TARBALL, or
-nccl-*.tar.gz in the default source cache) it runs the stack_build role's NCCL tasks
+No registry these machines reach carries NCCL's source: the tarball comes from
+MPICLUSTER_NCCL_TARBALL, the default source cache, or ../shared/sources beside the
+checkout (upstream's release archive, byte-identical, which these machines and CI
+provide); with none the test is skipped and says why. It runs the stack_build role's NCCL tasks
 on this machine, which has CUDA's compiler (/usr/local/cuda) but no GPU, and checks
 the library and header it installs. MPICLUSTER_NCCL_ONLY_FUNCS (default "AllReduce
 Sum f32 RING SIMPLE"; about 4 minutes on 2 cores) limits the device code, since every
@@ -32,16 +33,19 @@ def nccl_tarball() -> Path | None:
     explicit = os.environ.get("MPICLUSTER_NCCL_TARBALL")
     if explicit:
         return Path(explicit)
-    found = sorted((Path.home() / ".cache/mpicluster/sources").glob("nccl-*.tar.gz"))
-    return found[-1] if found else None
+    for folder in (Path.home() / ".cache/mpicluster/sources", REPO.parent / "shared" / "sources"):
+        found = sorted(folder.glob("nccl-[0-9]*.tar.gz"))
+        if found:
+            return found[-1]
+    return None
 
 
 def test_nccl_role_builds_from_the_cache(tmp_path):
     tarball = nccl_tarball()
     if tarball is None:
         pytest.skip(
-            "no NCCL source tarball in the source cache: no registry reachable here "
-            "carries it (set MPICLUSTER_NCCL_TARBALL to run this test)"
+            "no NCCL source tarball in the source cache or ../shared/sources: no registry "
+            "reachable here carries it (set MPICLUSTER_NCCL_TARBALL to run this test)"
         )
     if not (CUDA_HOME / "bin" / "nvcc").exists():
         pytest.skip(f"no CUDA compiler at {CUDA_HOME}")
