@@ -72,7 +72,8 @@ SETUPS = 200
 COUNT = "/usr/bin/python3 -c 'import sys; print(len(sys.stdin.read()))'"
 
 
-# --- the transport before Fabric, as it was (connect, run_command, run_on, run_everywhere)
+# --- the transport before Fabric, as it was (connect, run_on, run_everywhere); the
+# command loop on the channel is the same then and now: transport.run_command
 
 
 def old_connect(ssh: ResolvedSsh, timeout: float | None = None) -> paramiko.SSHClient:
@@ -102,35 +103,6 @@ def old_connect(ssh: ResolvedSsh, timeout: float | None = None) -> paramiko.SSHC
     return client
 
 
-def old_run_command(
-    client: paramiko.SSHClient, command: str, timeout: float, stdin: str | None = None
-) -> tuple[int, str, str]:
-    channel_in, stdout, _ = client.exec_command(command, timeout=timeout)
-    channel = stdout.channel
-    if stdin is not None:
-        channel_in.write(stdin)
-        channel_in.flush()
-        channel.shutdown_write()
-    deadline = time.monotonic() + timeout
-    out, err = bytearray(), bytearray()
-    while True:
-        if channel.recv_ready():
-            out += channel.recv(65536)
-        elif channel.recv_stderr_ready():
-            err += channel.recv_stderr(65536)
-        elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
-            break
-        elif time.monotonic() > deadline:
-            channel.close()
-            raise TimeoutError(f"command did not finish within {timeout:.0f} s")
-        else:
-            channel.status_event.wait(0.02)
-    while channel.recv_stderr_ready():
-        err += channel.recv_stderr(65536)
-    code = channel.recv_exit_status()
-    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
 def old_run_on(inventory, node, command, *, timeout=30, stdin=None) -> RemoteResult:
     ssh = inventory.node_ssh(node)
     started = time.monotonic()
@@ -141,7 +113,7 @@ def old_run_on(inventory, node, command, *, timeout=30, stdin=None) -> RemoteRes
             node.name, error=describe_error(ssh, exc), duration=time.monotonic() - started
         )
     try:
-        code, out, err = old_run_command(client, command, timeout, stdin)
+        code, out, err = transport.run_command(client, command, timeout, stdin)
     except TimeoutError:
         return RemoteResult(
             node.name,

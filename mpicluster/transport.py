@@ -204,10 +204,11 @@ def silent_server(exc: BaseException) -> bool:
 
 
 def run_command(
-    conn: Connection, command: str, timeout: float, stdin: str | None = None
+    client: paramiko.SSHClient, command: str, timeout: float, stdin: str | None = None
 ) -> tuple[int, str, str]:
-    """Run one command on an open Connection; raise TimeoutError past `timeout` seconds."""
-    channel_in, stdout, _ = conn.client.exec_command(command, timeout=timeout)
+    """Run one command on an open client (a Connection's `.client`); raise TimeoutError
+    past `timeout` seconds."""
+    channel_in, stdout, _ = client.exec_command(command, timeout=timeout)
     channel = stdout.channel
     if stdin is not None:
         channel_in.write(stdin)
@@ -250,7 +251,7 @@ def run_on(
             node.name, error=describe_error(ssh, exc), duration=time.monotonic() - started
         )
     try:
-        code, out, err = run_command(conn, command, timeout, stdin)
+        code, out, err = run_command(conn.client, command, timeout, stdin)
     except TimeoutError:
         return RemoteResult(
             node.name,
