@@ -6,6 +6,7 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from mpicluster.errors import CommandError, ToolMissingError
 
@@ -31,12 +32,14 @@ def run(
     on_line: LineSink | None = None,
     input_bytes: bytes | None = None,
     timeout: float | None = None,
+    cwd: Path | None = None,
     hint: str | None = None,
 ) -> Result:
     """Run `argv`, stdout and stderr merged; feed each line to `on_line` as it comes.
 
-    Raises ToolMissingError when the program is absent and CommandError when it
-    fails and `check` is true.
+    Stdin is empty unless `input_bytes` gives it: nothing run here may wait on a
+    prompt. Raises ToolMissingError when the program is absent, CommandError when it
+    times out, or fails and `check` is true.
     """
     full_env = {**os.environ, **env} if env is not None else None
     try:
@@ -44,7 +47,8 @@ def run(
             done = subprocess.run(
                 argv,
                 env=full_env,
-                input=input_bytes,
+                cwd=cwd,
+                input=input_bytes if input_bytes is not None else b"",
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 timeout=timeout,
@@ -53,7 +57,7 @@ def run(
             output = done.stdout.decode("utf-8", "replace")
             returncode = done.returncode
         else:
-            returncode, output = _stream(argv, full_env, on_line, timeout)
+            returncode, output = _stream(argv, full_env, on_line, timeout, cwd)
     except FileNotFoundError:
         raise ToolMissingError(f"{argv[0]} is not installed on this machine") from None
     except subprocess.TimeoutExpired:
@@ -64,11 +68,14 @@ def run(
     return result
 
 
-def _stream(argv, env, on_line: LineSink, timeout: float | None) -> tuple[int, str]:
+def _stream(
+    argv, env, on_line: LineSink, timeout: float | None, cwd: Path | None
+) -> tuple[int, str]:
     lines: list[str] = []
     with subprocess.Popen(
         argv,
         env=env,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -29,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpicluster import apt_sources
-from mpicluster.errors import MpiclusterError
+from mpicluster import apt_sources, proc
+from mpicluster.errors import CommandError, MpiclusterError, ToolMissingError
 from mpicluster.stack.lockfile import Debian, Origin, Pypi, Source, Url
 from mpicluster.text import telling_line
 
@@ -266,23 +265,14 @@ def _tool(argv: list[str], name: str, cwd: Path | None = None) -> str:
     """Run pip or apt-get and return its output; FetchFailed with its telling line when it
     fails (`name` is how the message calls the command)."""
     try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=TOOL_TIMEOUT,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise FetchFailed(f"{argv[0]} is not installed on this machine") from None
-    except subprocess.TimeoutExpired:
+        result = proc.run(argv, check=False, timeout=TOOL_TIMEOUT, cwd=cwd)
+    except ToolMissingError as exc:
+        raise FetchFailed(exc.message) from None
+    except CommandError:  # proc.run's timeout
         raise FetchFailed(f"`{name}` took more than {TOOL_TIMEOUT} s") from None
-    output = done.stdout.decode("utf-8", "replace")
-    if done.returncode != 0:
-        raise FetchFailed(f"`{name}` failed ({done.returncode}): {telling_line(output)}")
-    return output
+    if not result.ok:
+        raise FetchFailed(f"`{name}` failed ({result.returncode}): {telling_line(result.output)}")
+    return result.output
 
 
 def _the_file(folder: Path, filename: str) -> Path:
