@@ -15,7 +15,7 @@ from typing import Any
 
 from mpicluster.inventory import Inventory
 from mpicluster.paths import data_path
-from mpicluster.stack.sources import Source
+from mpicluster.stack.lockfile import Source
 
 #: The role files that decide what a build produces (not how it is packed or checked).
 RECIPE_FILES = (

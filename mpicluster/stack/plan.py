@@ -15,7 +15,7 @@ from typing import Any
 from mpicluster.errors import UsageError
 from mpicluster.inventory import Inventory
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
-from mpicluster.stack.sources import Source
+from mpicluster.stack.lockfile import Source
 
 
 @dataclass

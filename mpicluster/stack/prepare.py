@@ -14,6 +14,7 @@ from mpicluster.layout import Layout
 from mpicluster.stack import recipe, sources, wheels
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
+from mpicluster.stack.lockfile import Source
 from mpicluster.stack.plan import Group, plan
 
 Progress = Callable[[str], None]
@@ -129,7 +130,7 @@ def platforms(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> dict[st
 def _group_spec(
     inventory: Inventory,
     group: Group,
-    needed: list[sources.Source],
+    needed: list[Source],
     files: dict[str, Path],
     house: wheels.Wheelhouse,
 ) -> dict[str, Any]:

@@ -5,7 +5,7 @@ The build roles (playbooks/roles/stack_build) run what this module decides.
 
 from __future__ import annotations
 
-from mpicluster.stack.sources import Source
+from mpicluster.stack.lockfile import Source
 
 
 def openmpi_configure_args(

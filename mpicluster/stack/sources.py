@@ -10,32 +10,7 @@ means the newest pinned release of that series. An inventory may give `url` and
 from __future__ import annotations
 
 from mpicluster.inventory import Inventory
-from mpicluster.stack.lockfile import (
-    COMPONENTS,
-    Debian,
-    LockfileError,
-    Origin,
-    Pypi,
-    Source,
-    Url,
-    default_version,
-    lockfile,
-    resolve,
-)
-
-__all__ = [
-    "COMPONENTS",
-    "Debian",
-    "LockfileError",
-    "Origin",
-    "Pypi",
-    "Source",
-    "Url",
-    "lockfile",
-    "needed",
-    "pytorch_version",
-    "resolve",
-]
+from mpicluster.stack.lockfile import Source, default_version, resolve
 
 
 def needed(inventory: Inventory) -> list[Source]:

@@ -12,7 +12,7 @@ import pytest
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.inventory import parse_inventory
 from mpicluster.stack import cache as cache_module
-from mpicluster.stack import recipe, sources
+from mpicluster.stack import lockfile, recipe, sources
 from mpicluster.stack.cache import ChecksumMismatch, SourceCache
 from mpicluster.stack.fingerprint import fingerprint, platform_of
 from mpicluster.stack.lockfile import Debian, LockfileError, Pypi, Url
@@ -31,8 +31,8 @@ FACTS = {
 
 
 def test_lockfile_pins_every_release_with_a_sha256():
-    lock = sources.lockfile()
-    for component in sources.COMPONENTS:
+    lock = lockfile.lockfile()
+    for component in lockfile.COMPONENTS:
         entry = lock[component]
         assert str(entry["default"]) in {str(v) for v in entry["releases"]}
         for release in entry["releases"].values():
@@ -58,12 +58,12 @@ def test_lockfile_names_no_package_registry_host():
 
 
 def test_pinned_sources_come_through_the_ecosystems_own_tools():
-    mpi4py = sources.resolve("mpi4py", None, None, None)
+    mpi4py = lockfile.resolve("mpi4py", None, None, None)
     assert mpi4py.origin == Pypi("mpi4py", "4.1.2")
     assert mpi4py.filename == "mpi4py-4.1.2.tar.gz" and mpi4py.url == ""
-    horovod = sources.resolve("horovod", "0.28.1", None, None)
+    horovod = lockfile.resolve("horovod", "0.28.1", None, None)
     assert horovod.origin.requirement == "horovod==0.28.1"
-    openmpi = sources.resolve("openmpi", "4.1.4", None, None)
+    openmpi = lockfile.resolve("openmpi", "4.1.4", None, None)
     assert openmpi.origin == Url(
         "https://download.open-mpi.org/release/open-mpi/v4.1/openmpi-4.1.4.tar.bz2"
     )
@@ -74,16 +74,16 @@ def test_pinned_sources_come_through_the_ecosystems_own_tools():
 
 
 def test_series_resolves_to_the_newest_pinned_release():
-    assert sources.resolve("openmpi", "4.1.x", None, None).version == "4.1.8"
-    assert sources.resolve("openmpi", None, None, None).version == "5.0.10"
-    assert sources.resolve("nccl", "2.29.x", None, None).filename == "nccl-2.29.7-1.tar.gz"
+    assert lockfile.resolve("openmpi", "4.1.x", None, None).version == "4.1.8"
+    assert lockfile.resolve("openmpi", None, None, None).version == "5.0.10"
+    assert lockfile.resolve("nccl", "2.29.x", None, None).filename == "nccl-2.29.7-1.tar.gz"
     with pytest.raises(UsageError, match="not pinned"):
-        sources.resolve("openmpi", "4.1.5", None, None)
+        lockfile.resolve("openmpi", "4.1.5", None, None)
 
 
 def test_an_unresolvable_version_is_a_structured_error_the_inventory_reports():
     with pytest.raises(LockfileError) as caught:
-        sources.resolve("openmpi", "3.x", None, None)
+        lockfile.resolve("openmpi", "3.x", None, None)
     assert caught.value.field == "stack.openmpi.version"
     assert caught.value.reason.startswith("no pinned openmpi release in 3.x (pinned: 4.1.4,")
     assert caught.value.message == f"{caught.value.field}: {caught.value.reason}"
@@ -105,12 +105,12 @@ def test_the_inventory_does_not_import_the_stack_sources():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def _source(tmp_path: Path, content: bytes, *, sha: str | None = None) -> sources.Source:
+def _source(tmp_path: Path, content: bytes, *, sha: str | None = None) -> lockfile.Source:
     upstream = tmp_path / "upstream" / "thing-1.0.tar.gz"
     upstream.parent.mkdir()
     upstream.write_bytes(content)
     digest = sha or hashlib.sha256(content).hexdigest()
-    return sources.Source("openmpi", "1.0", Url(f"file://{upstream}"), digest)
+    return lockfile.Source("openmpi", "1.0", Url(f"file://{upstream}"), digest)
 
 
 def test_cache_downloads_verifies_and_reuses(tmp_path):
@@ -145,8 +145,8 @@ def test_cache_uses_the_mirror_first_and_offline_mode_never_downloads(tmp_path):
 
 
 def test_openmpi_configure_args_follow_the_series():
-    four = sources.Source("openmpi", "4.1.4", Url("https://x/o.tar.bz2"), "a" * 64)
-    five = sources.Source("openmpi", "5.0.10", Url("https://x/o.tar.bz2"), "a" * 64)
+    four = lockfile.Source("openmpi", "4.1.4", Url("https://x/o.tar.bz2"), "a" * 64)
+    five = lockfile.Source("openmpi", "5.0.10", Url("https://x/o.tar.bz2"), "a" * 64)
     args4 = recipe.openmpi_configure_args(four, "/p", cuda_home=None, fortran=False, extra=[])
     assert args4 == [
         "--prefix=/p",
@@ -232,7 +232,7 @@ def test_fingerprints_hash_version_and_sha256_not_where_a_file_comes_from():
     fp, document = fingerprint(platform, needed, inv, "w", "r")
     assert document["sources"]["mpi4py"] == {"version": "4.1.2", "sha256": needed[1].sha256}
     moved = [
-        sources.Source(s.component, s.version, Url(f"https://elsewhere/{s.filename}"), s.sha256)
+        lockfile.Source(s.component, s.version, Url(f"https://elsewhere/{s.filename}"), s.sha256)
         for s in needed
     ]
     assert fingerprint(platform, moved, inv, "w", "r")[0] == fp
@@ -243,12 +243,12 @@ def test_cache_falls_back_to_an_alternate_file_of_the_same_release(tmp_path):
     alt.parent.mkdir()
     alt.write_bytes(b"same tree, other packing")
     digest = hashlib.sha256(alt.read_bytes()).hexdigest()
-    source = sources.Source(
+    source = lockfile.Source(
         "openmpi",
         "1.0",
         Url(f"file://{tmp_path}/nowhere/thing-1.0.tar.bz2"),
         "c" * 64,
-        alternates=(sources.Source("openmpi", "1.0", Url(f"file://{alt}"), digest),),
+        alternates=(lockfile.Source("openmpi", "1.0", Url(f"file://{alt}"), digest),),
     )
     got = SourceCache(tmp_path / "cache").ensure(source, lambda m: None)
     assert got.fetched and got.path.name == "thing_1.0.orig.tar.xz"
@@ -281,9 +281,11 @@ class FakeTools:
         return ""
 
 
-def _pypi_source(sha: str | None = None) -> sources.Source:
+def _pypi_source(sha: str | None = None) -> lockfile.Source:
     digest = sha or hashlib.sha256(SDIST).hexdigest()
-    return sources.Source("mpi4py", "4.1.2", Pypi("mpi4py", "4.1.2"), digest, "mpi4py-4.1.2.tar.gz")
+    return lockfile.Source(
+        "mpi4py", "4.1.2", Pypi("mpi4py", "4.1.2"), digest, "mpi4py-4.1.2.tar.gz"
+    )
 
 
 def test_an_sdist_is_fetched_with_pip_download_then_verified(tmp_path, monkeypatch):
@@ -324,8 +326,8 @@ def test_a_failing_pip_is_reported_with_its_error_line(tmp_path, monkeypatch):
 ORIG = b"upstream tree, Debian's packing"
 
 
-def _openmpi_with_debian_alternate(tmp_path: Path) -> sources.Source:
-    debian = sources.Source(
+def _openmpi_with_debian_alternate(tmp_path: Path) -> lockfile.Source:
+    debian = lockfile.Source(
         "openmpi",
         "4.1.4",
         Debian("openmpi", "4.1.4-3", "bookworm"),
@@ -333,7 +335,7 @@ def _openmpi_with_debian_alternate(tmp_path: Path) -> sources.Source:
         "openmpi_4.1.4.orig.tar.xz",
     )
     unreachable = Url(f"file://{tmp_path}/unreachable/openmpi-4.1.4.tar.bz2")
-    return sources.Source("openmpi", "4.1.4", unreachable, "b" * 64, alternates=(debian,))
+    return lockfile.Source("openmpi", "4.1.4", unreachable, "b" * 64, alternates=(debian,))
 
 
 def test_upstream_unreachable_falls_through_to_apt_get_source(tmp_path, monkeypatch):
