@@ -28,7 +28,6 @@ Files every install gets:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
 
 from mpicluster.inventory import Inventory
@@ -49,10 +48,6 @@ LD_CONF = "/etc/ld.so.conf.d/mpicluster.conf"
 FINGERPRINT_NAME = "FINGERPRINT.json"
 #: The directories a plain non-interactive PATH must keep (Debian's login default).
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-
-
-def hostfile_name(path: str) -> str:
-    return PurePosixPath(path).name
 
 
 @dataclass(frozen=True)

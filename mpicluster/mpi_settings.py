@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from mpicluster.inventory import Network
 
-
 def mpi_environment(network: Network) -> dict[str, str]:
     """Variables that keep MPI (and NCCL) traffic on the inventory's network.
 
@@ -34,3 +33,8 @@ def mpirun_network_args(network: Network, mpi_major: int) -> list[str]:
     if mpi_major >= 5:
         return [*args, "--prtemca", "oob_tcp_if_include", selector]
     return [*args, "--mca", "oob_tcp_if_include", selector]
+
+
+#: Every variable mpi_environment may set (an interface selects them all); doctor's
+#: probe reads these from a login's environment on every node.
+VARIABLES = tuple(mpi_environment(Network(interface="eth0")))

@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
-from mpicluster import exitcodes, hostfile, layout, node_facts, remote
+from mpicluster import exitcodes, hostfile, node_facts, remote
 from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.cluster_key import cluster_dir, ensure_cluster_key
 from mpicluster.errors import MpiclusterError
@@ -96,7 +97,7 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         "mpicluster_cluster_pubkey": key.public_line,
         "mpicluster_smoke_src": str(remote.SMOKE),
         "mpicluster_hostfiles": {
-            layout.hostfile_name(path): text for path, text in hostfile.rendered(node_slots).items()
+            PurePosixPath(path).name: text for path, text in hostfile.rendered(node_slots).items()
         },
         "mpicluster_cluster_json": {
             "cluster": inventory.cluster,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mpicluster import layout
+from mpicluster import layout, mpi_settings
 from mpicluster.doctor import pairs as pair_plan
 from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
 from mpicluster.inventory import Inventory
@@ -170,6 +170,7 @@ def _spec(
         "names": [n.name for n in inventory.nodes],
         "gpus": node.gpus,
         "files": list(layout.CONFIG_FILES),
+        "mpi_variables": list(mpi_settings.VARIABLES),
         "resolve_timeout": min(5, options.timeout),
         "layout": {
             **lay.as_vars(),

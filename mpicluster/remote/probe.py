@@ -34,17 +34,8 @@ import time
 from nodeinfo import first_existing, node_facts, read_text, run
 
 OUT = threading.Lock()
-ENV_KEYS = [
-    "PATH",
-    "LD_LIBRARY_PATH",
-    "OMPI_MCA_btl_tcp_if_include",
-    "OMPI_MCA_oob_tcp_if_include",
-    "PRTE_MCA_oob_tcp_if_include",
-    "NCCL_SOCKET_IFNAME",
-    "TMPDIR",
-    "HOME",
-    "USER",
-]
+#: Read from a login's environment, besides the MPI settings the spec names.
+ENV_KEYS = ["PATH", "LD_LIBRARY_PATH", "TMPDIR", "HOME", "USER"]
 METADATA = re.compile(r"([A-Za-z0-9_.]+?)-([0-9][^-]*?)(?:-py[0-9.]+)?\.(dist|egg)-info$")
 BRIDGE_PREFIXES = ("docker", "virbr", "br-", "cni", "podman", "lxcbr", "lxdbr", "flannel", "kube")
 SSH_OPTIONS = [
@@ -309,7 +300,9 @@ def gather(spec):
     facts.update(
         {
             "hostname": hostname,
-            "env": dict((k, os.environ.get(k)) for k in ENV_KEYS),
+            "env": dict(
+                (k, os.environ.get(k)) for k in ENV_KEYS + list(spec.get("mpi_variables", []))
+            ),
             "which": which_all(["mpirun", "mpicc"]),
             "environment_file": read_text(layout["environment_file"]),
             "resolve": resolved,

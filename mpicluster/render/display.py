@@ -16,7 +16,6 @@ STYLES = {
     "ok": "green",
     "pass": "green",
     "reachable": "green",
-    "exact": "green",
     "changed": "yellow",
     "warn": "yellow",
     "failed": "bold red",

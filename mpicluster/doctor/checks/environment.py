@@ -21,13 +21,9 @@ TITLE = "Non-interactive environment (PATH, LD_LIBRARY_PATH, /etc/environment)"
 
 
 def check(g: Gathered) -> CheckReport:
-    expected = expected_variables(g)
+    # the MPI settings `up` writes into the block (besides PATH and LD_LIBRARY_PATH)
+    expected = mpi_environment(g.inventory.network)
     return per_node(g, NAME, TITLE, lambda node, facts: judge(g.layout, expected, node, facts))
-
-
-def expected_variables(g: Gathered) -> dict[str, str]:
-    """The MPI settings `up` writes into the block (besides PATH and LD_LIBRARY_PATH)."""
-    return mpi_environment(g.inventory.network)
 
 
 def parse_block(text: str | None) -> tuple[str, dict[str, str], list[str]]:
