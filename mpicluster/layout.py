@@ -128,7 +128,6 @@ class Layout:
             "current": self.current,
             "stacks": self.stacks,
             "fingerprint_name": FINGERPRINT_NAME,
-            "fingerprint_file": self.fingerprint_file,
             "mpi_bin": self.mpi_bin,
             "mpi_lib": self.mpi_lib or "",
             "python": self.python,

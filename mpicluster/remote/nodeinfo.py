@@ -131,12 +131,16 @@ def gpus():
 
 
 def current_stack(prefix):
-    """The active stack's FINGERPRINT.json, or None."""
+    """The active stack's FINGERPRINT.json; None when there is none, and a record whose
+    fingerprint is "unreadable" when the file is damaged (it matches no build)."""
     text = read_text(os.path.join(prefix, "current", "FINGERPRINT.json"))
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
+    if text is None:
         return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        record = None
+    return record if isinstance(record, dict) else {"fingerprint": "unreadable"}
 
 
 def node_facts(prefix, cuda_home, with_gpus=True):

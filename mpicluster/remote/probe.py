@@ -203,16 +203,6 @@ def mpi_identity(layout):
     }
 
 
-def fingerprint(layout):
-    text = read_text(layout["fingerprint_file"])
-    if text is None:
-        return None
-    try:
-        return json.loads(text).get("fingerprint")
-    except (ValueError, AttributeError):
-        return "unreadable"
-
-
 def site_dirs(layout):
     if layout["install"] == "source":
         venv = os.path.dirname(os.path.dirname(layout["python"]))
@@ -313,7 +303,7 @@ def gather(spec):
             "ssh": ssh_trust(spec["cluster"]),
             "versions": {
                 "mpi": mpi_identity(layout),
-                "fingerprint": fingerprint(layout),
+                "fingerprint": (facts["current"] or {}).get("fingerprint"),
                 "python": python_version(layout),
                 "mpi4py": packages.get("mpi4py"),
                 "horovod": packages.get("horovod"),

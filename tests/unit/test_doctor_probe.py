@@ -44,7 +44,6 @@ def spec(**extra) -> dict:
             "mpi_bin": "/nonexistent/mpicluster/current/bin",
             "mpi_lib": "/nonexistent/mpicluster/current/lib",
             "python": "/nonexistent/mpicluster/current/venv/bin/python",
-            "fingerprint_file": "/nonexistent/mpicluster/current/FINGERPRINT.json",
             "environment_file": "/etc/environment",
             "cuda_home": None,
         },
