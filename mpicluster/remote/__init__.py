@@ -13,6 +13,7 @@ control machine imports too, so both sides parse the same way.
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -30,6 +31,7 @@ def source(name: str) -> str:
     return (HERE / f"{name}.py").read_text(encoding="utf-8")
 
 
+@cache  # doctor sends the probe to every node: compose it once
 def script(name: str) -> str:
     """Program `name` as one text to run with `python3 -`: the helper modules it
     imports are defined first (registered in sys.modules), then the program itself."""
