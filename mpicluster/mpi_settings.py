@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mpicluster.inventory import Network
 
+
 def mpi_environment(network: Network) -> dict[str, str]:
     """Variables that keep MPI (and NCCL) traffic on the inventory's network.
 
