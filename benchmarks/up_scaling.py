@@ -1,7 +1,7 @@
 """How `mpicluster up` scales: a fresh up on 1 node vs 3 nodes, and adding a node.
 
 Runs on real local clusters (Podman nodes) with the from-source stack of the test suite
-(Open MPI 4.1.4, mpi4py, Horovod + PyTorch CPU), from a source cache seeded the same
+(Open MPI 5.0.7, mpi4py, Horovod + PyTorch CPU), from a source cache seeded the same
 way the tests seed it. Every fresh run starts from an empty artifact cache, so it
 builds. Prints one line per scenario and a summary. Takes about an hour on 2 cores.
 
@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--warm-only", action="store_true")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mpicluster-bench-"))
-    openmpi = seed_cache(work / "sources")
+    openmpi = seed_cache(work / "sources", "5.0.7")
     rows = []
     try:
         if not options.warm_only:

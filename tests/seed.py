@@ -1,11 +1,11 @@
 """Seed a source cache from what these machines can reach (never anything else).
 
-Open MPI 4.1.4's upstream tree as Debian ships it (the lockfile's Debian alternate,
-fetched with `apt-get source` from the Debian mirror this machine's apt uses, or
-MPICLUSTER_DEBIAN_MIRROR); mpi4py and Horovod sdists with `pip download` through pip's
-own configuration. Both go through mpicluster's own source cache code, so they are the
-very files the lockfile pins, verified; they are kept in MPICLUSTER_TEST_DOWNLOADS for
-the next run.
+Open MPI's upstream tree as Debian ships it (the lockfile's Debian alternate: 5.0.7
+from trixie, 4.1.4 from bookworm; fetched with `apt-get source` from the Debian mirror
+this machine's apt uses, or MPICLUSTER_DEBIAN_MIRROR); mpi4py and Horovod sdists with
+`pip download` through pip's own configuration. Both go through mpicluster's own source
+cache code, so they are the very files the lockfile pins, verified; they are kept in
+MPICLUSTER_TEST_DOWNLOADS for the next run.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def _progress(message: str) -> None:
     pass
 
 
-def openmpi_orig(downloads: Path = DOWNLOADS) -> tuple[Source, Path]:
-    """Debian's openmpi_4.1.4.orig.tar.xz (the upstream 4.1.4 tree) and its pin."""
-    pinned = resolve("openmpi", "4.1.4", None, None)
+def openmpi_orig(version: str, downloads: Path = DOWNLOADS) -> tuple[Source, Path]:
+    """Debian's openmpi_<version>.orig.tar.xz (the upstream tree) and its pin."""
+    pinned = resolve("openmpi", version, None, None)
     debian = next(v for v in pinned.alternates if isinstance(v.origin, Debian))
     # the alternate alone: download.open-mpi.org is not reachable from these machines
     return debian, SourceCache(downloads).ensure(debian, _progress).path
@@ -39,11 +39,11 @@ def pypi_sdist(name: str, version: str, downloads: Path = DOWNLOADS) -> Path:
     return SourceCache(downloads).ensure(resolve(name, version, None, None), _progress).path
 
 
-def seed_cache(cache: Path, downloads: Path = DOWNLOADS) -> dict[str, str]:
+def seed_cache(cache: Path, openmpi: str, downloads: Path = DOWNLOADS) -> dict[str, str]:
     """Fill `cache` with the sources; return the inventory lines for Open MPI's override."""
     cache.mkdir(parents=True, exist_ok=True)
     for name, version in SDISTS:
         path = pypi_sdist(name, version, downloads)
         shutil.copyfile(path, cache / path.name)
-    pin, orig = openmpi_orig(downloads)
-    return {"version": "4.1.4", "url": str(orig), "sha256": pin.sha256}
+    pin, orig = openmpi_orig(openmpi, downloads)
+    return {"version": openmpi, "url": str(orig), "sha256": pin.sha256}

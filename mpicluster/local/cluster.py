@@ -161,9 +161,9 @@ def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
     lines += [
         "stack:",
         "  install: source",
-        "  # 4.1.4: its upstream tarball, or Debian's copy of the same tree when",
+        "  # 5.0.7: its upstream tarball, or Debian's copy of the same tree when",
         "  # download.open-mpi.org is out of reach (see mpicluster/data/stack.lock.yaml).",
-        "  openmpi: {version: 4.1.4}",
+        "  openmpi: {version: 5.0.7}",
     ]
     return "\n".join(lines) + "\n"
 

@@ -75,7 +75,12 @@ def test_pinned_sources_come_through_the_ecosystems_own_tools():
 
 def test_series_resolves_to_the_newest_pinned_release():
     assert lockfile.resolve("openmpi", "4.1.x", None, None).version == "4.1.8"
-    assert lockfile.resolve("openmpi", None, None, None).version == "5.0.10"
+    assert lockfile.resolve("openmpi", "5.0.x", None, None).version == "5.0.10"
+    # the default is the release CI builds (from Debian's copy of its tree), not the newest
+    default = lockfile.resolve("openmpi", None, None, None)
+    assert default.version == "5.0.7"
+    (debian,) = default.alternates
+    assert debian.origin == Debian("openmpi", "5.0.7-1", "trixie")
     assert lockfile.resolve("nccl", "2.29.x", None, None).filename == "nccl-2.29.7-1.tar.gz"
     with pytest.raises(UsageError, match="not pinned"):
         lockfile.resolve("openmpi", "4.1.5", None, None)
@@ -91,7 +96,7 @@ def test_an_unresolvable_version_is_a_structured_error_the_inventory_reports():
         parse_inventory("cluster: t\nnodes: [{name: a}]\nstack:\n  openmpi: {version: 4.1.5}\n")
     assert bad.value.lines() == [
         "<inventory>:4: stack.openmpi.version: openmpi 4.1.5 is not pinned "
-        "(pinned: 4.1.4, 4.1.8, 5.0.8, 5.0.10); give url and sha256 beside it"
+        "(pinned: 4.1.4, 4.1.8, 5.0.7, 5.0.8, 5.0.10); give url and sha256 beside it"
     ]
 
 
@@ -225,7 +230,7 @@ def test_fingerprints_hash_version_and_sha256_not_where_a_file_comes_from():
     platform = platform_of(FACTS, inv, 0)
     needed = sources.needed(inv)
     assert {s.component: (s.version, s.sha256[:12]) for s in needed} == {
-        "openmpi": ("5.0.10", "0acecc4fc218"),
+        "openmpi": ("5.0.7", "119f2009936a"),
         "mpi4py": ("4.1.2", "56860286dc45"),
         "horovod": ("0.28.1", "92a43f5a94c4"),
     }
