@@ -177,6 +177,15 @@ class OpenMPI(Source):
 class NCCL(Source):
     #: GPU architectures to build for, as compute capabilities ("9.0"); empty: those present.
     cuda_archs: list[Annotated[str, Field(pattern=r"^[0-9]{1,2}\.[0-9]a?$")]] = []
+    #: NCCL's own development switch ONLY_FUNCS: build the device code of only these
+    #: collectives (e.g. "AllReduce Sum f32 * *|SendRecv"). For test builds: a NCCL built
+    #: with it cannot run the others. Unset builds them all.
+    only_funcs: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+
+
+class NcclTests(Source):
+    #: Build NVIDIA's nccl-tests (all_reduce_perf, ...) with MPI against the stack's NCCL.
+    enabled: bool = True
 
 
 class Mpi4py(Source):
@@ -196,8 +205,12 @@ class Stack(_Model):
     install: Literal["source", "packages"] = "source"
     prefix: AbsolutePath = "/opt/mpicluster"
     cuda_home: AbsolutePath = "/usr/local/cuda"
+    #: false: the nodes' GPUs are not there (CUDA nodes without GPUs): build the GPU
+    #: stack for nccl.cuda_archs, skip the nvidia-smi check and the GPU smoke test.
+    gpus_present: bool = True
     openmpi: OpenMPI = OpenMPI()
     nccl: NCCL = NCCL()
+    nccl_tests: NcclTests = NcclTests()
     mpi4py: Mpi4py = Mpi4py()
     horovod: Horovod = Horovod()
     pytorch: PyTorch = PyTorch()
@@ -446,7 +459,13 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
         path = inv.resolve_path(inv.ssh.known_hosts)
         if not path.is_file():
             add(("ssh", "known_hosts"), f"no such file: {path}")
-    for component in ("openmpi", "nccl", "mpi4py", "horovod"):
+    if not inv.stack.gpus_present and inv.has_gpus and not inv.stack.nccl.cuda_archs:
+        add(
+            ("stack", "gpus_present"),
+            "false needs stack.nccl.cuda_archs: without GPUs, say which architectures "
+            "to build for (e.g. ['9.0'])",
+        )
+    for component in ("openmpi", "nccl", "nccl_tests", "mpi4py", "horovod"):
         spec = getattr(inv.stack, component)
         loc = ("stack", component)
         if spec.sha256 and not spec.url:

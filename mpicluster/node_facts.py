@@ -56,3 +56,35 @@ def gather(inventory: Inventory) -> Facts:
 
 def cores(facts: Facts) -> dict[str, int]:
     return {name: int(f.get("nproc") or 1) for name, f in facts.items()}
+
+
+def check_gpus(inventory: Inventory, facts: Facts) -> None:
+    """Every node the inventory gives GPUs shows at least that many in nvidia-smi (unless
+    stack.gpus_present is false); a MpiclusterError naming each node that does not."""
+    if not inventory.stack.gpus_present:
+        return
+    reasons = {}
+    for node in inventory.nodes:
+        if not node.gpus:
+            continue
+        found = (facts.get(node.name) or {}).get("gpus") or {}
+        if not found.get("ok"):
+            reasons[node.name] = (
+                f"the inventory says {node.gpus} GPU(s), but nvidia-smi "
+                f"{'is not installed' if found.get('error') == 'nvidia-smi not found' else 'fails'}"
+                f" ({found.get('error') or 'no answer'})"
+            )
+        elif found.get("count", 0) < node.gpus:
+            names = ", ".join(found.get("names") or []) or "none"
+            reasons[node.name] = (
+                f"the inventory says {node.gpus} GPU(s), nvidia-smi shows "
+                f"{found.get('count', 0)} ({names})"
+            )
+    if reasons:
+        first = next(iter(reasons.items()))
+        more = f" (and {len(reasons) - 1} more node(s))" if len(reasons) > 1 else ""
+        raise MpiclusterError(
+            f"{first[0]}: {first[1]}{more}; nothing was changed on any node",
+            hint="install the NVIDIA driver, correct the node's `gpus:`, or set "
+            "stack.gpus_present: false to build the GPU stack on nodes without GPUs",
+        )

@@ -143,6 +143,7 @@ def provision(
     with cluster_lock(inventory.cluster):
         progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
         facts = node_facts.gather(inventory)
+        node_facts.check_gpus(inventory, facts)
         variables = extravars(inventory, node_facts.cores(facts))
         stack = StackPlan()
         if inventory.stack.install == "source":

@@ -73,7 +73,9 @@ class LocalCluster:
         return done
 
 
-def start_local_cluster(name: str, nodes: int, subnet: str, inventory: Path) -> LocalCluster:
+def start_local_cluster(
+    name: str, nodes: int, subnet: str, inventory: Path, *options: str
+) -> LocalCluster:
     mpicluster(
         "local",
         "up",
@@ -85,6 +87,7 @@ def start_local_cluster(name: str, nodes: int, subnet: str, inventory: Path) -> 
         subnet,
         "--inventory",
         str(inventory),
+        *options,
     )
     return LocalCluster(name, subnet, inventory)
 

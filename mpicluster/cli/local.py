@@ -32,6 +32,17 @@ def local_up(
         Path | None,
         typer.Option(help="Where to write the inventory [default: inventories/NAME.yaml]."),
     ] = None,
+    cuda: Annotated[
+        bool,
+        typer.Option(
+            "--cuda",
+            help="Share this machine's CUDA toolkit with every node (read-only): `up` then "
+            "builds the GPU stack without a GPU.",
+        ),
+    ] = False,
+    cuda_home: Annotated[Path, typer.Option(help="The CUDA toolkit --cuda shares.")] = Path(
+        "/usr/local/cuda"
+    ),
 ) -> None:
     """Start (or update) the local cluster and write its inventory."""
     from mpicluster.local import cluster
@@ -39,7 +50,13 @@ def local_up(
 
     display = Display()
     with guarded(display):
-        spec = LocalSpec(name=name, nodes=nodes, subnet=subnet, provider=provider)
+        spec = LocalSpec(
+            name=name,
+            nodes=nodes,
+            subnet=subnet,
+            provider=provider,
+            cuda=str(cuda_home.resolve()) if cuda else None,
+        )
         target = inventory or Path("inventories") / f"{name}.yaml"
         result = cluster.start(spec, target, display.progress)
         render.show(display, result)

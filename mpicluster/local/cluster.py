@@ -16,13 +16,16 @@ from mpicluster.fileutil import write_atomic
 from mpicluster.inventory import load_inventory
 from mpicluster.local import host, image
 from mpicluster.local.podman import Podman
-from mpicluster.local.spec import LocalSpec, local_dir
+from mpicluster.local.spec import NODE_CUDA_HOME, LocalSpec, local_dir
 from mpicluster.local.vagrant import Vagrant
 from mpicluster.paths import display_path
 
 Progress = Callable[[str], None]
 
 _HOST_KEYS = "/etc/ssh/ssh_host_*_key.pub"
+#: NCCL's ONLY_FUNCS for --cuda local clusters: float sum allreduce (nccl-tests'
+#: all_reduce_perf, torch.distributed's all_reduce) and point-to-point.
+LOCAL_NCCL_ONLY_FUNCS = "AllReduce Sum f32 * *|SendRecv"
 
 
 @dataclass
@@ -65,10 +68,16 @@ def start(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalClu
     host.ensure_tools(spec.provider, progress)
     env = host.podman_env()
     previous = LocalSpec.saved(spec.name)
-    if previous and (previous.subnet, previous.provider) != (spec.subnet, spec.provider):
+    if previous and (previous.subnet, previous.provider, previous.cuda) != (
+        spec.subnet,
+        spec.provider,
+        spec.cuda,
+    ):
+        cuda = f", CUDA from {previous.cuda}" if previous.cuda else ", no CUDA"
         raise UsageError(
-            f"local cluster {spec.name!r} already exists ({previous.provider}, {previous.subnet})",
-            hint="run `mpicluster local down` first to change its subnet or provider",
+            f"local cluster {spec.name!r} already exists ({previous.provider}, "
+            f"{previous.subnet}{cuda})",
+            hint="run `mpicluster local down` first to change its subnet, provider or CUDA",
         )
     vagrant = Vagrant(spec, env)
     if spec.provider == "docker":
@@ -158,6 +167,8 @@ def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
             "    slots: 1  # the nodes share this machine's cores",
             f"    ssh: {{identity: {display_path(key)}}}",
         ]
+        if spec.cuda:
+            lines.append("    gpus: 1  # stands for a GPU node: CUDA is here, the GPU is not")
     lines += [
         "stack:",
         "  install: source",
@@ -165,6 +176,22 @@ def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
         "  # download.open-mpi.org is out of reach (see mpicluster/data/stack.lock.yaml).",
         "  openmpi: {version: 5.0.7}",
     ]
+    if spec.cuda:
+        lines += [
+            f"  # CUDA: this machine's {spec.cuda}, mounted in every node.",
+            f"  cuda_home: {NODE_CUDA_HOME}",
+            "  # The nodes have no GPU: build the GPU stack (CUDA-aware Open MPI, NCCL,",
+            "  # nccl-tests) for the architectures below; no nvidia-smi check, no GPU smoke.",
+            "  gpus_present: false",
+            "  nccl:",
+            "    cuda_archs: ['9.0']",
+            "    # NCCL's ONLY_FUNCS: the device code of these collectives only (about 4",
+            "    # minutes here instead of 28). Remove it to build every collective.",
+            f"    only_funcs: {LOCAL_NCCL_ONLY_FUNCS!r}",
+            "  # Horovod's GPU build needs a CUDA build of PyTorch (PyPI's wheels and their",
+            "  # CUDA libraries: about 2.7 GB); torch.distributed is the path forward anyway.",
+            "  horovod: {enabled: false}",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,8 @@ from mpicluster.paths import state_dir
 PROVIDERS = ("docker", "libvirt", "virtualbox")
 IMAGE = "localhost/mpicluster-node:bookworm"
 FIRST_HOST = 11  # node1 gets .11, node2 .12, ...
+#: Where the nodes see the shared CUDA toolkit (an inventory's default stack.cuda_home).
+NODE_CUDA_HOME = "/usr/local/cuda"
 MAX_NODES = 200
 
 
@@ -24,6 +26,9 @@ class LocalSpec:
     subnet: str = "192.168.61.0/24"
     provider: str = "docker"
     image: str = IMAGE
+    #: This machine's CUDA toolkit (resolved), mounted read-only at /usr/local/cuda in
+    #: every node: GPU builds without GPUs. None: nodes without CUDA.
+    cuda: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9-]{0,20}", self.name):
@@ -40,6 +45,13 @@ class LocalSpec:
             ) from None
         if net.num_addresses < FIRST_HOST + self.nodes + 1:
             raise UsageError(f"--subnet {self.subnet}: too small for {self.nodes} nodes")
+        if self.cuda is not None:
+            if self.provider != "docker":
+                raise UsageError("--cuda: only the docker provider shares this machine's CUDA")
+            if not (Path(self.cuda) / "bin" / "nvcc").is_file():
+                raise UsageError(
+                    f"--cuda-home {self.cuda}: no CUDA toolkit there (bin/nvcc is missing)"
+                )
 
     @property
     def network_name(self) -> str:

@@ -22,6 +22,7 @@ def vagrant_env(spec: LocalSpec, base_env: dict[str, str]) -> dict[str, str]:
         "MPICLUSTER_SUBNET": spec.subnet,
         "MPICLUSTER_NETWORK": spec.network_name,
         "MPICLUSTER_IMAGE": spec.image,
+        "MPICLUSTER_CUDA": spec.cuda or "",
     }
 
 

@@ -239,6 +239,16 @@ def python_version(layout):
     return out.strip() if code == 0 else None
 
 
+def cuda_aware(record):
+    """Whether the active mpicluster build's Open MPI is CUDA-aware ("yes"/"no"), from
+    its fingerprint record; None without one."""
+    try:
+        flag = record["inputs"]["options"]["openmpi"]["cuda"]
+    except (KeyError, TypeError):
+        return None
+    return "yes" if flag else "no"
+
+
 def nccl_version(layout):
     dirs = [layout.get("mpi_lib") or "", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
     if layout.get("cuda_home"):
@@ -304,6 +314,7 @@ def gather(spec):
             "versions": {
                 "mpi": mpi_identity(layout),
                 "fingerprint": (facts["current"] or {}).get("fingerprint"),
+                "cuda_aware": cuda_aware(facts["current"]),
                 "python": python_version(layout),
                 "mpi4py": packages.get("mpi4py"),
                 "horovod": packages.get("horovod"),

@@ -16,6 +16,7 @@ from typing import Any
 from mpicluster.inventory import Inventory
 from mpicluster.paths import data_path
 from mpicluster.stack.lockfile import Source
+from mpicluster.stack.sources import GPU_COMPONENTS
 
 #: The role files that decide what a build produces (not how it is packed or checked).
 RECIPE_FILES = (
@@ -24,7 +25,9 @@ RECIPE_FILES = (
     "stack_build/defaults/main.yml",
     "stack_build/tasks/build.yml",
     "stack_build/tasks/openmpi.yml",
+    "stack_build/tasks/openmpi_cuda.yml",
     "stack_build/tasks/nccl.yml",
+    "stack_build/tasks/nccl_tests.yml",
     "stack_build/tasks/python.yml",
     "stack_build/tasks/horovod.yml",
 )
@@ -84,9 +87,13 @@ def options(inventory: Inventory, platform: Platform) -> dict[str, Any]:
         "prefix": stack.prefix,
         "openmpi": {
             "cuda": bool(cuda_aware),
+            # a build for nodes without GPUs may link a libcuda stub and quiets the
+            # CUDA components' load errors: never shared with real GPU nodes
+            "gpus_present": stack.gpus_present if cuda_aware else None,
             "fortran": stack.openmpi.fortran,
             "configure_args": list(stack.openmpi.configure_args),
         },
+        "nccl": {"only_funcs": stack.nccl.only_funcs} if platform.cuda else None,
         "horovod": {
             "enabled": stack.horovod.enabled,
             "frameworks": sorted(stack.horovod.frameworks),
@@ -107,7 +114,7 @@ def fingerprint(
         "sources": {
             s.component: {"version": s.version, "sha256": s.sha256}
             for s in sources
-            if s.component != "nccl" or platform.cuda
+            if s.component not in GPU_COMPONENTS or platform.cuda
         },
         "options": options(inventory, platform),
         "wheels": wheels_digest,

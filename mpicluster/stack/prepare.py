@@ -146,7 +146,7 @@ def _group_spec(
         "sources": {
             name: {"path": str(files[name]), "filename": source.filename, "version": source.version}
             for name, source in by_name.items()
-            if name != "nccl" or cuda_home
+            if name not in sources.GPU_COMPONENTS or cuda_home
         },
         "openmpi_configure_args": recipe.openmpi_configure_args(
             by_name["openmpi"],
@@ -156,14 +156,22 @@ def _group_spec(
             extra=list(stack.openmpi.configure_args),
         ),
         "cuda_aware": cuda_aware,
+        "openmpi_cuda": (
+            recipe.openmpi_cuda(by_name["openmpi"], cuda_home, gpus_present=stack.gpus_present)
+            if cuda_aware and cuda_home
+            else None
+        ),
         "build_requirements": list(wheels.BUILD_REQUIREMENTS),
         "nccl": None,
+        "nccl_tests": None,
         "horovod": None,
         "record": {
             "fingerprint": group.fingerprint,
             "inputs": group.document,
             "versions": {
-                s.component: s.version for s in needed if s.component != "nccl" or cuda_home
+                s.component: s.version
+                for s in needed
+                if s.component not in sources.GPU_COMPONENTS or cuda_home
             },
             "mpicluster": __version__,
         },
@@ -173,7 +181,10 @@ def _group_spec(
             "archs": list(platform.gpu_archs),
             "cuda_home": cuda_home,
             "gencode": recipe.nvcc_gencode(platform.gpu_archs),
+            "only_funcs": stack.nccl.only_funcs or "",
         }
+        if "nccl_tests" in by_name:
+            spec["nccl_tests"] = {"binaries": list(recipe.NCCL_TESTS)}
     if stack.horovod.enabled:
         torch = f"torch=={sources.pytorch_version(inventory)}"
         spec["horovod"] = {

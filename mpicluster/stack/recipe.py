@@ -26,12 +26,45 @@ def openmpi_configure_args(
     if not fortran:
         args.append("--disable-mpi-fortran")
     if cuda_home:
+        # 5.x also needs --with-cuda-libdir (where libcuda.so is): the build role finds
+        # it on the builder (openmpi_cuda() says where to look) and appends it.
         args.append(f"--with-cuda={cuda_home}")
-        if major >= 5:
-            args.append(f"--with-cuda-libdir={cuda_home}/lib64/stubs")
     else:
         args.append("--without-cuda")
     return [*args, *extra]
+
+
+#: Open MPI 5.x's components that link libcuda (DSOs; ompi's config/opal_mca.m4): on a
+#: node without a GPU driver each fails to load, and the null accelerator is used.
+OPENMPI_CUDA_DSOS = ("accelerator/cuda", "btl/smcuda", "rcache/gpusm", "rcache/rgpusm")
+
+
+def openmpi_cuda(source: Source, cuda_home: str, *, gpus_present: bool) -> dict:
+    """How the build role links Open MPI's CUDA support on the builder.
+
+    5.x links its CUDA components against libcuda.so: the toolkit's driver stubs, else
+    the driver's own library. Where neither exists and the nodes have no GPUs
+    (stack.gpus_present: false), the role makes a link-time stub from cuda.h (what
+    NVIDIA's stubs are) and the stack's MCA defaults stop every rank from reporting
+    that those components cannot load. With GPUs present a missing libcuda is an error.
+    4.x opens libcuda at run time and needs none of this.
+    """
+    major = source.series[0] if source.series else 5
+    return {
+        "home": cuda_home,
+        "libdir": major >= 5,
+        "libdir_candidates": [
+            f"{cuda_home}/lib64/stubs",
+            f"{cuda_home}/lib/stubs",
+            f"{cuda_home}/targets/x86_64-linux/lib/stubs",
+            f"{cuda_home}/targets/sbsa-linux/lib/stubs",
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib64",
+        ],
+        "link_stub": major >= 5 and not gpus_present,
+        "quiet_load_errors": "^" + ",".join(OPENMPI_CUDA_DSOS),
+    }
 
 
 def nvcc_gencode(archs: tuple[str, ...] | list[str]) -> str:
@@ -45,6 +78,26 @@ def nvcc_gencode(archs: tuple[str, ...] | list[str]) -> str:
         newest = numbers[-1]
         flags.append(f"-gencode=arch=compute_{newest},code=compute_{newest}")
     return " ".join(flags)
+
+
+#: The programs nccl-tests builds (its src/Makefile's BIN_FILES_LIST, each `<name>_perf`);
+#: the stack installs them into its bin/.
+NCCL_TESTS = tuple(
+    f"{name}_perf"
+    for name in (
+        "all_reduce",
+        "all_gather",
+        "broadcast",
+        "reduce_scatter",
+        "reduce",
+        "alltoall",
+        "alltoallv",
+        "scatter",
+        "gather",
+        "sendrecv",
+        "hypercube",
+    )
+)
 
 
 def horovod_env(*, cuda_home: str | None, nccl_home: str | None) -> dict[str, str]:

@@ -21,6 +21,8 @@ def needed(inventory: Inventory) -> list[Source]:
     wanted = ["openmpi", "mpi4py"]
     if inventory.has_gpus:
         wanted.append("nccl")
+        if stack.nccl_tests.enabled:
+            wanted.append("nccl_tests")
     if stack.horovod.enabled:
         wanted.append("horovod")
     return [
@@ -32,6 +34,10 @@ def needed(inventory: Inventory) -> list[Source]:
         )
         for name in wanted
     ]
+
+
+#: What only GPU nodes build (a CPU node's fingerprint and build leave them out).
+GPU_COMPONENTS = frozenset({"nccl", "nccl_tests"})
 
 
 def pytorch_version(inventory: Inventory) -> str:

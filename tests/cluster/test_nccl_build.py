@@ -61,6 +61,9 @@ def test_nccl_role_builds_from_the_cache(tmp_path):
             "archs": archs,
             "cuda_home": str(CUDA_HOME),
             "gencode": recipe.nvcc_gencode(archs),
+            "only_funcs": os.environ.get(
+                "MPICLUSTER_NCCL_ONLY_FUNCS", "AllReduce Sum f32 RING SIMPLE"
+            ),
         },
     }
     extra = {
@@ -70,9 +73,6 @@ def test_nccl_role_builds_from_the_cache(tmp_path):
         "mpicluster_stack_fingerprint": "nccl-test",
         # this machine's python with ansible, not whatever interpreter discovery finds
         "ansible_python_interpreter": sys.executable,
-        "stack_build_nccl_only_funcs": os.environ.get(
-            "MPICLUSTER_NCCL_ONLY_FUNCS", "AllReduce Sum f32 RING SIMPLE"
-        ),
     }
     env = {
         **os.environ,

@@ -235,6 +235,22 @@ def test_versions_source_install_without_a_build():
     assert all("FINGERPRINT.json" in r.evidence for r in report.results)
 
 
+def test_versions_names_the_node_whose_mpi_is_not_cuda_aware():
+    text = inventory_text().replace("stack: {install: packages}\n", "")
+
+    def tweak(facts):
+        for name in NODES:
+            facts[name]["versions"]["fingerprint"] = "f" * 16
+            facts[name]["versions"]["cuda_aware"] = "no" if name == "node3" else "yes"
+
+    report = consistency.check(gathered(text, tweak=tweak))
+    assert bad(report) == {("node3", None, "fail")}
+    node3 = next(r for r in report.results if r.node == "node3")
+    assert "CUDA-aware MPI no (the other 2 node(s): yes)" in node3.evidence
+    node1 = next(r for r in report.results if r.node == "node1")
+    assert "CUDA-aware MPI yes" in node1.evidence
+
+
 def test_mpi_names():
     assert consistency.mpi_name({"version_text": OPENMPI}) == "Open MPI 4.1.4"
     assert consistency.mpi_name({"version_text": MPICH}) == "MPICH 4.0.2 (Hydra)"
@@ -315,6 +331,14 @@ def test_gpus():
     assert "the inventory says 2" in next(r.evidence for r in report.results if r.node == "node1")
     assert "535.1" in next(r.evidence for r in report.results if r.node == "node3")
     assert gpus.check(gathered()).results[0].node is None  # no GPUs: one cluster-wide line
+    # a build for CUDA nodes without GPUs: nvidia-smi is not judged
+    absent = text.replace(
+        "stack: {install: packages}",
+        "stack: {install: packages, gpus_present: false, nccl: {cuda_archs: ['9.0']}}",
+    )
+    (result,) = gpus.check(gathered(absent)).results
+    assert result.node is None and result.status == Status.PASS
+    assert "gpus_present is false" in result.evidence
 
 
 def test_clock_skew_against_the_median():

@@ -166,9 +166,15 @@ def test_openmpi_configure_args_follow_the_series():
         "--prefix=/p",
         "--enable-prte-prefix-by-default",
         "--with-cuda=/usr/local/cuda",
-        "--with-cuda-libdir=/usr/local/cuda/lib64/stubs",
         "--disable-io-romio",
     ]
+    # 5.x's --with-cuda-libdir is found on the builder, from these places
+    cuda5 = recipe.openmpi_cuda(five, "/usr/local/cuda", gpus_present=True)
+    assert cuda5["libdir"] and not cuda5["link_stub"]
+    assert cuda5["libdir_candidates"][0] == "/usr/local/cuda/lib64/stubs"
+    assert recipe.openmpi_cuda(five, "/c", gpus_present=False)["link_stub"]
+    cuda4 = recipe.openmpi_cuda(four, "/c", gpus_present=False)
+    assert not cuda4["libdir"] and not cuda4["link_stub"]
 
 
 def test_nvcc_gencode_builds_each_present_arch_once_plus_ptx():

@@ -17,6 +17,7 @@ TITLE = "Consistency (MPI build, mpi4py, Horovod, NCCL, CUDA, Python on every no
 COMPONENTS = [
     ("mpi", "MPI"),
     ("build", "build"),
+    ("cuda_aware", "CUDA-aware MPI"),
     ("mpi4py", "mpi4py"),
     ("horovod", "Horovod"),
     ("torch", "PyTorch"),
@@ -62,6 +63,7 @@ def components(facts: dict, install: str) -> dict[str, str | None]:
     return {
         "mpi": mpi_name(versions.get("mpi")),
         "build": build_of(versions, install),
+        "cuda_aware": versions.get("cuda_aware"),
         "mpi4py": versions.get("mpi4py"),
         "horovod": versions.get("horovod"),
         "torch": versions.get("torch"),

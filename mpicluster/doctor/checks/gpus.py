@@ -17,6 +17,15 @@ def check(g: Gathered) -> CheckReport:
     if not wanted:
         report.results.append(passed(None, "the inventory lists no GPUs: nothing to check"))
         return report
+    if not g.inventory.stack.gpus_present:
+        report.results.append(
+            passed(
+                None,
+                "stack.gpus_present is false: the GPU stack is built for these nodes, "
+                "their GPUs are not expected (no nvidia-smi check)",
+            )
+        )
+        return report
     working: dict[str, dict] = {}
     for node in g.probed:
         if node not in wanted:
