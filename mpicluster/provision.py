@@ -181,4 +181,11 @@ def describe_plan(stack: StackPlan) -> list[str]:
             )
         else:
             lines.append(f"{head}: install from the artifact cache on {', '.join(group.install)}")
+        spec = stack.variables.get("mpicluster_stack_groups", {}).get(group.fingerprint) or {}
+        horovod = spec.get("horovod")
+        if group.builder and spec.get("nccl") and horovod and not horovod["gpu_operations"]:
+            lines.append(
+                f"Stack {group.fingerprint}: Horovod without GPU operations (NCCL): the "
+                "wheelhouse's PyTorch is a CPU build"
+            )
     return lines

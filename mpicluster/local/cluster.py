@@ -188,9 +188,6 @@ def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
             "    # NCCL's ONLY_FUNCS: the device code of these collectives only (about 4",
             "    # minutes here instead of 28). Remove it to build every collective.",
             f"    only_funcs: {LOCAL_NCCL_ONLY_FUNCS!r}",
-            "  # Horovod's GPU build needs a CUDA build of PyTorch (PyPI's wheels and their",
-            "  # CUDA libraries: about 2.7 GB); torch.distributed is the path forward anyway.",
-            "  horovod: {enabled: false}",
         ]
     return "\n".join(lines) + "\n"
 

@@ -187,11 +187,16 @@ def _group_spec(
             spec["nccl_tests"] = {"binaries": list(recipe.NCCL_TESTS)}
     if stack.horovod.enabled:
         torch = f"torch=={sources.pytorch_version(inventory)}"
+        # GPU operations need the stack's NCCL and a CUDA build of PyTorch
+        gpu_operations = bool(spec["nccl"]) and wheels.torch_has_cuda(house)
         spec["horovod"] = {
             "requirements": [*wheels.HOROVOD_REQUIREMENTS, torch],
             "env": recipe.horovod_env(
-                cuda_home=cuda_home, nccl_home=stack_dir if spec["nccl"] else None
+                cuda_home=cuda_home if gpu_operations else None,
+                nccl_home=stack_dir if gpu_operations else None,
+                cuda_archs=platform.gpu_archs,
             ),
+            "gpu_operations": gpu_operations,
             "cxx17_files": HOROVOD_CXX14_FILES,
         }
         spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)

@@ -100,7 +100,12 @@ NCCL_TESTS = tuple(
 )
 
 
-def horovod_env(*, cuda_home: str | None, nccl_home: str | None) -> dict[str, str]:
+def horovod_env(
+    *, cuda_home: str | None, nccl_home: str | None, cuda_archs: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """Horovod's build switches: MPI and PyTorch always; NCCL GPU operations when a
+    CUDA home and a NCCL are given (the caller passes them only for a CUDA PyTorch:
+    Horovod's torch extension refuses a CPU build of PyTorch with GPU operations)."""
     env = {
         "HOROVOD_WITH_PYTORCH": "1",
         "HOROVOD_WITH_MPI": "1",
@@ -110,6 +115,9 @@ def horovod_env(*, cuda_home: str | None, nccl_home: str | None) -> dict[str, st
     }
     if cuda_home and nccl_home:
         env |= {
+            "CUDA_HOME": cuda_home,
+            "HOROVOD_NCCL_LINK": "SHARED",  # the stack's libnccl.so, not a private copy
+            "HOROVOD_BUILD_CUDA_CC_LIST": ",".join(a.replace(".", "") for a in cuda_archs),
             "HOROVOD_GPU_OPERATIONS": "NCCL",
             "HOROVOD_NCCL_HOME": nccl_home,
             "HOROVOD_CUDA_HOME": cuda_home,

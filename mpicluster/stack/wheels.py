@@ -99,3 +99,11 @@ def ensure_wheelhouse(
     files = {p.name: sha256_of(p) for p in sorted(folder.glob("*.whl"))}
     manifest.write_text(json.dumps({"requirements": wanted, "files": files}, indent=2) + "\n")
     return Wheelhouse(folder, tuple(wanted), files)
+
+
+def torch_has_cuda(house: Wheelhouse) -> bool:
+    """Whether the wheelhouse's PyTorch is a CUDA build: a `+cpu` local version is not
+    (PyPI's Linux wheels without a label, and `+cuXXX` ones, are)."""
+    return any(
+        name.startswith("torch-") and "+cpu" not in name.split("-")[1] for name in house.files
+    )

@@ -1,11 +1,15 @@
-"""The from-source stack on a real 3-node cluster: Open MPI (Debian's copy of the
-upstream tree), mpi4py and Horovod with PyTorch on CPU, built ONCE and installed on all
-nodes by copy; an interrupted build, a checksum mismatch, a rerun, doctor on the result
-and a node added later.
+"""The from-source stack on a real 3-node cluster, built ONCE and installed on all nodes
+by copy: Open MPI (Debian's copy of the upstream tree), mpi4py and Horovod with PyTorch
+on CPU; an interrupted build, a checksum mismatch, a rerun, doctor on the result and a
+node added later.
 
-Open MPI 5.0.7 (the default; PRRTE launches over ssh) runs in CI; the same tests on
-4.1.4 (ORTE) run on demand: `pytest -m openmpi4`. This is the slow module (Open MPI
-alone compiles for 7-10 minutes on 2 cores).
+In CI the nodes are `local up --cuda` nodes (this machine's CUDA toolkit, no GPU), so
+the one build serves both paths: Open MPI 5.0.7 CUDA-aware (PRRTE launches over ssh),
+NCCL for sm_90 (the inventory's only_funcs: float sum allreduce and send/receive) and
+nccl-tests with MPI, and the CPU smoke test (mpi4py, Horovod) runs on it. On demand:
+the same tests on Open MPI 4.1.4 without CUDA (`pytest -m openmpi4`), and with NCCL
+built in full, every collective (`pytest -m nccl_full`; NCCL alone compiles for about
+28 minutes on 2 cores). NCCL and nccl-tests come from ../shared/sources.
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.cluster.test_nccl_build import ELF, PTX, fatbin_entries
 from tests.conftest import REPO, inventory_with, mpicluster, start_local_cluster
-from tests.seed import seed_cache
+from tests.seed import seed_cache, seed_gpu_sources
 
 pytestmark = pytest.mark.cluster
 
@@ -30,36 +37,71 @@ NAME, SUBNET = "pytest-build", "192.168.67.0/24"
 PREFIX = "/opt/mpicluster"
 
 
-def with_stack(generated: Path, target: Path, openmpi: dict, cache: Path, artifacts: Path):
+@dataclass(frozen=True)
+class Variant:
+    openmpi: str
+    cuda: bool = True
+    full_nccl: bool = False
+
+    @property
+    def local_options(self) -> tuple[str, ...]:
+        return ("--cuda",) if self.cuda else ()
+
+
+VARIANTS = [
+    pytest.param(Variant("5.0.7"), id="5.0.7-cuda"),
+    pytest.param(
+        Variant("4.1.4", cuda=False),
+        id="4.1.4",
+        marks=[pytest.mark.on_demand, pytest.mark.openmpi4],
+    ),
+    pytest.param(
+        Variant("5.0.7", full_nccl=True),
+        id="5.0.7-cuda-full-nccl",
+        marks=[pytest.mark.on_demand, pytest.mark.nccl_full],
+    ),
+]
+
+
+def with_stack(
+    generated: Path, target: Path, variant: Variant, openmpi: dict, cache: Path, artifacts: Path
+) -> Path:
+    """The generated inventory's stack (with `--cuda`: gpus_present, cuda_archs, only_funcs)
+    with Open MPI from the seeded cache."""
+    stack = yaml.safe_load(generated.read_text())["stack"]
+    stack["openmpi"] = openmpi
+    if variant.full_nccl:
+        stack["nccl"].pop("only_funcs")
     return inventory_with(
         generated,
         target,
-        stack={"install": "source", "openmpi": openmpi},
+        stack=stack,
         sources={"cache": str(cache), "artifacts": str(artifacts)},
     )
 
 
-@pytest.fixture(
-    scope="module",
-    params=["5.0.7", pytest.param("4.1.4", marks=[pytest.mark.on_demand, pytest.mark.openmpi4])],
-)
+@pytest.fixture(scope="module", params=VARIANTS)
 def build(request, tmp_path_factory):
+    variant: Variant = request.param
     work = tmp_path_factory.mktemp("build")
     cache, artifacts = work / "sources", work / "artifacts"
-    openmpi = seed_cache(cache, request.param)
+    openmpi = seed_cache(cache, variant.openmpi)
+    if variant.cuda:
+        seed_gpu_sources(cache)
     generated = work / "generated.yaml"
     mpicluster("local", "down", "--name", NAME, check=False)
-    cluster = start_local_cluster(NAME, 3, SUBNET, generated)
+    cluster = start_local_cluster(NAME, 3, SUBNET, generated, *variant.local_options)
     inventory = work / "source.yaml"
 
     def write_inventory() -> Path:
-        return with_stack(generated, inventory, openmpi, cache, artifacts)
+        return with_stack(generated, inventory, variant, openmpi, cache, artifacts)
 
     write_inventory()
     yield {
         "cluster": cluster,
         "inventory": inventory,
         "openmpi": openmpi,
+        "variant": variant,
         "work": work,
         "artifacts": artifacts,
         "rewrite": write_inventory,
@@ -77,7 +119,12 @@ def test_checksum_mismatch_is_refused_and_nothing_installed(build, tmp_path):
     bad = dict(build["openmpi"], sha256="0" * 64)
     empty_cache = tmp_path / "cache"
     inventory = with_stack(
-        build["generated"], tmp_path / "bad.yaml", bad, empty_cache, tmp_path / "artifacts"
+        build["generated"],
+        tmp_path / "bad.yaml",
+        build["variant"],
+        bad,
+        empty_cache,
+        tmp_path / "artifacts",
     )
     done = mpicluster("up", str(inventory), check=False)
     assert done.returncode == 1, done.stderr
@@ -164,6 +211,53 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
     for node in ("node2", "node3"):
         assert cluster.ssh(node, "command -v gcc", check=False).returncode != 0, node
     assert cluster.ssh("node1", "ls -A /var/tmp/mpicluster").stdout.strip() == ""
+    if build["variant"].cuda:
+        assert "Horovod without GPU operations (NCCL)" in done.stderr  # CPU PyTorch here
+        check_gpu_stack(cluster, version, build["work"])
+
+
+def check_gpu_stack(cluster, version: str, work: Path) -> None:
+    """What `up` built for the GPU path, on nodes without a GPU: a CUDA-aware Open MPI,
+    NCCL with device code for sm_90, nccl-tests linked against that NCCL and MPI."""
+    for node in ("node1", "node2", "node3"):
+        info = cluster.ssh(node, f"{PREFIX}/current/bin/ompi_info --parsable --all").stdout
+        assert "mpi_built_with_cuda_support:value:true" in info, node
+        assert f"ompi:version:full:{version}" in info
+        # a login's PATH and LD_LIBRARY_PATH (/etc/environment) find the stack's programs
+        ldd = cluster.ssh(node, "ldd $(command -v all_reduce_perf)").stdout
+        found = {
+            line.split("=>")[0].strip(): line.split("=>")[1].split("(")[0].strip()
+            for line in ldd.splitlines()
+            if "=>" in line
+        }
+        assert found["libnccl.so.2"].startswith(f"{PREFIX}/"), ldd
+        mpi = next(path for name, path in found.items() if name.startswith("libmpi.so"))
+        assert mpi.startswith(f"{PREFIX}/"), ldd
+        assert "not found" not in ldd, ldd
+    real = cluster.ssh("node2", f"readlink -f {PREFIX}/current/lib/libnccl.so").stdout.strip()
+    library = work / "libnccl.so"
+    assert copy_out("node2", real, library), f"could not copy {real} out of node2"
+    assert {(ELF, 90), (PTX, 90)} <= fatbin_entries(library)  # SASS and PTX for sm_90
+    # the link stub of libcuda (no driver here) stayed in the build folder
+    stub = cluster.ssh("node1", f"find {PREFIX} -name 'libcuda.so*' | head -1").stdout
+    assert stub.strip() == ""
+
+
+def copy_out(node: str, source: str, target: Path) -> bool:
+    """Copy a binary file out of a node's container (podman cp)."""
+    from mpicluster.local.host import podman_env
+
+    def podman(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["podman", *args], capture_output=True, text=True, env=podman_env(), check=False
+        )
+
+    label = f"label=io.mpicluster.network=mpicluster-{NAME}"
+    names = podman("ps", "--filter", label, "--format", "{{.Names}}").stdout.split()
+    name = next((n for n in names if f"_{node}_" in n), None)
+    if name is None:
+        return False
+    return podman("cp", f"{name}:{source}", str(target)).returncode == 0 and target.exists()
 
 
 def test_second_up_builds_and_changes_nothing(build):
@@ -215,7 +309,7 @@ def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
 
 
 def test_node_added_later_installs_from_the_cache(build):
-    start_local_cluster(NAME, 4, SUBNET, build["generated"])
+    start_local_cluster(NAME, 4, SUBNET, build["generated"], *build["variant"].local_options)
     inventory = build["rewrite"]()
     done = mpicluster("up", str(inventory), "--json", check=False)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -119,6 +119,24 @@ def test_the_local_cuda_inventory_is_valid_and_asks_for_a_build_without_gpus(tmp
     assert inv.stack.gpus_present is False and inv.stack.cuda_home == "/usr/local/cuda"
     assert inv.stack.nccl.cuda_archs == ["9.0"]
     assert inv.stack.nccl.only_funcs == "AllReduce Sum f32 * *|SendRecv"
-    assert not inv.stack.horovod.enabled
     plain = render_inventory(LocalSpec(name="cpu", nodes=2), keys)
     assert "gpus:" not in plain and "cuda_home" not in plain and "gpus_present" not in plain
+
+
+def test_horovod_gets_gpu_operations_only_with_a_cuda_pytorch():
+    from mpicluster.stack.wheels import Wheelhouse, torch_has_cuda
+
+    def house(*names: str) -> Wheelhouse:
+        return Wheelhouse(Path("/w"), (), dict.fromkeys(names, "0" * 64))
+
+    assert not torch_has_cuda(house("torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"))
+    assert torch_has_cuda(house("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"))
+    assert torch_has_cuda(house("torch-2.13.0+cu130-cp311-cp311-linux_x86_64.whl"))
+    assert not torch_has_cuda(house("numpy-2.0.0-cp311-cp311-linux_x86_64.whl"))
+
+    cpu = recipe.horovod_env(cuda_home=None, nccl_home=None)
+    assert cpu["HOROVOD_WITH_MPI"] == "1" and "HOROVOD_GPU_OPERATIONS" not in cpu
+    gpu = recipe.horovod_env(cuda_home="/usr/local/cuda", nccl_home="/s", cuda_archs=("9.0", "8.0"))
+    assert gpu["HOROVOD_GPU_OPERATIONS"] == "NCCL" and gpu["HOROVOD_NCCL_HOME"] == "/s"
+    assert gpu["HOROVOD_NCCL_LINK"] == "SHARED" and gpu["HOROVOD_BUILD_CUDA_CC_LIST"] == "90,80"
+    assert gpu["CUDA_HOME"] == "/usr/local/cuda"
