@@ -11,6 +11,7 @@ Source installs go under one mpicluster-owned tree, the same path on every node:
     <prefix>/current/bin                mpirun, mpicc, ...
     <prefix>/current/lib                libmpi, libnccl
     <prefix>/current/venv               Python with mpi4py, Horovod, PyTorch
+    <prefix>/current/libexec/mpicluster mpicluster's own programs (the CUDA-aware allreduce)
     <prefix>/current/FINGERPRINT.json   what was built, and from what
 
 `install: packages` uses the distribution's Open MPI and mpi4py instead.
@@ -46,6 +47,9 @@ BLOCK_END = "# END mpicluster"
 ENVIRONMENT_FILE = "/etc/environment"
 LD_CONF = "/etc/ld.so.conf.d/mpicluster.conf"
 FINGERPRINT_NAME = "FINGERPRINT.json"
+#: The CUDA-aware MPI allreduce the GPU smoke test runs, inside a stack folder (built
+#: by the stack_build role when Open MPI is CUDA-aware).
+CUDA_ALLREDUCE = "libexec/mpicluster/cuda_allreduce"
 #: The directories a plain non-interactive PATH must keep (Debian's login default).
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
@@ -81,6 +85,10 @@ class Layout:
     def mpi_bin(self) -> str:
         """The directory mpirun must resolve to."""
         return f"{self.current}/bin" if self.install == "source" else "/usr/bin"
+
+    @property
+    def cuda_allreduce(self) -> str:
+        return f"{self.current}/{CUDA_ALLREDUCE}"
 
     @property
     def mpi_lib(self) -> str | None:

@@ -4,7 +4,11 @@
     bin directory in PATH, the library directory in LD_LIBRARY_PATH, and `mpirun`
     resolving to the managed install: a node x node matrix.
 (b) An MPI allreduce across all nodes, launched from the head node with
-    `mpirun --hostfile`, exact result checked at several sizes, timings reported.
+    `mpirun --hostfile`, exact result checked at several sizes, timings reported
+    (then Horovod's, when the stack has it).
+(c) On GPU nodes (a source stack with stack.gpus_present), one rank per GPU:
+    nccl-tests' all_reduce_perf, MPI_Allreduce on device memory (the stack's
+    CUDA-aware Open MPI) and torch.distributed over NCCL.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import json
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from mpicluster import layout, remote, ssh_failures, transport
+from mpicluster import layout, nccl_tests, remote, ssh_failures, transport
 from mpicluster.inventory import Inventory, Node
 from mpicluster.layout import Layout
 from mpicluster.mpi_settings import mpirun_network_args
@@ -23,6 +28,13 @@ from mpicluster.text import last_line
 
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
 PAIR_TIMEOUT = 10
+#: The GPU runs (NCCL's setup across nodes takes a while before the first size).
+GPU_KINDS = ("nccl-tests", "cuda", "torch")
+GPU_TIMEOUT = 300
+GPU_SIZES = [1, 1024, 1048576, 16777216]
+#: torch.distributed's rendezvous on the first GPU node (PyTorch's usual port).
+TORCH_MASTER_PORT = 29500
+GPUS_ABSENT = "stack.gpus_present is false: built for GPUs, none to run on"
 
 
 @dataclass
@@ -47,6 +59,32 @@ class AllreduceResult:
     output_tail: str = ""
     command: str = ""
     seconds: float = 0.0
+    #: Why this run was left out (then ok is true and nothing else is set).
+    skipped: str = ""
+    #: The GPU of each rank, by name (GPU runs).
+    devices: list[str] = field(default_factory=list)
+    #: What a kind reports beyond the table: nccl-tests' average bus bandwidth,
+    #: the NCCL that PyTorch was built with and the one it loaded.
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GpuSmoke:
+    """The GPU part: the runs made, or why none was."""
+
+    not_run: str = ""
+    runs: list[AllreduceResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(run.ok for run in self.runs)
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "not_run": self.not_run or None,
+            "runs": [asdict(run) for run in self.runs],
+        }
 
 
 @dataclass
@@ -56,6 +94,8 @@ class SmokeReport:
     allreduce: AllreduceResult | None
     seconds: float = 0.0
     horovod: AllreduceResult | None = None
+    #: None when the inventory lists no GPUs.
+    gpu: GpuSmoke | None = None
 
     @property
     def matrix_ok(self) -> bool:
@@ -64,14 +104,13 @@ class SmokeReport:
     @property
     def ok(self) -> bool:
         mpi_ok = self.matrix_ok and self.allreduce is not None and self.allreduce.ok
-        return mpi_ok and (self.horovod is None or self.horovod.ok)
+        extras = (self.horovod, self.gpu)
+        return mpi_ok and all(extra is None or extra.ok for extra in extras)
 
     def pair(self, source: str, target: str) -> PairResult | None:
         return next((p for p in self.pairs if p.source == source and p.target == target), None)
 
     def to_dict(self) -> dict:
-        from dataclasses import asdict
-
         return {
             "ok": self.ok,
             "nodes": self.nodes,
@@ -79,6 +118,7 @@ class SmokeReport:
             "pairs": [asdict(p) for p in self.pairs],
             "allreduce": asdict(self.allreduce) if self.allreduce else None,
             "horovod": asdict(self.horovod) if self.horovod else None,
+            "gpu": self.gpu.to_dict() if self.gpu else None,
             "seconds": self.seconds,
         }
 
@@ -92,7 +132,7 @@ def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
         f"x{len(inventory.nodes)})"
     )
     pairs = env_matrix(inventory, lay)
-    allreduce = horovod = None
+    allreduce = horovod = gpu = None
     if all(p.ok for p in pairs):
         progress("Smoke test: MPI allreduce across all nodes (mpi4py)")
         allreduce = run_allreduce(inventory, lay)
@@ -107,8 +147,15 @@ def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
             problem=f"not run: {bad} node pair(s) failed the env check",
             cause="mpirun needs working ssh and PATH between every pair; fix the matrix first",
         )
+    if inventory.has_gpus:
+        gpu = run_gpu_smoke(inventory, lay, allreduce, progress)
     return SmokeReport(
-        [n.name for n in inventory.nodes], pairs, allreduce, time.monotonic() - started, horovod
+        [n.name for n in inventory.nodes],
+        pairs,
+        allreduce,
+        time.monotonic() - started,
+        horovod,
+        gpu,
     )
 
 
@@ -183,19 +230,96 @@ def _ssh_problem(source: str, target: str, probe: dict) -> str:
     return f"ssh {source} -> {target}: {why} ({seen})"
 
 
-PROGRAM = {"mpi4py": "allreduce.py", "horovod": "hvd_allreduce.py"}
-SIZES = {"mpi4py": ALLREDUCE_SIZES, "horovod": [1, 1024, 1048576]}
+def gpu_not_run(inventory: Inventory, mpi: AllreduceResult | None) -> str:
+    """Why the GPU runs are left out on an inventory with GPUs ("" when they run)."""
+    if inventory.stack.install != "source":
+        return (
+            "stack.install is packages: the distribution's MPI comes without NCCL, "
+            "nccl-tests or a CUDA-aware build"
+        )
+    if not inventory.stack.gpus_present:
+        return GPUS_ABSENT
+    if mpi is None or not mpi.ok:
+        return "the MPI allreduce failed: the GPU runs need MPI across the nodes first"
+    return ""
+
+
+def gpu_skipped(inventory: Inventory, kind: str) -> str:
+    """Why one GPU run is left out: what the inventory did not build ("" when it runs)."""
+    stack = inventory.stack
+    if kind == "nccl-tests" and not stack.nccl_tests.enabled:
+        return "stack.nccl_tests.enabled is false: all_reduce_perf is not built"
+    if kind == "cuda" and stack.openmpi.cuda is False:
+        return "stack.openmpi.cuda is false: Open MPI is not CUDA-aware"
+    if kind == "torch" and not stack.horovod.enabled:
+        return "stack.horovod.enabled is false: the stack's Python has no PyTorch"
+    return ""
+
+
+def run_gpu_smoke(
+    inventory: Inventory, lay: Layout, mpi: AllreduceResult | None, progress
+) -> GpuSmoke:
+    reason = gpu_not_run(inventory, mpi)
+    if reason:
+        return GpuSmoke(not_run=reason)
+    head = inventory.nodes[0].name
+    runs: list[AllreduceResult] = []
+    for kind in GPU_KINDS:
+        hung = next((r.kind for r in runs if r.problem.startswith("mpirun hung")), None)
+        skipped = gpu_skipped(inventory, kind) or (
+            f"not run: the {hung} run hung (and would again)" if hung else ""
+        )
+        if skipped:
+            runs.append(AllreduceResult(True, head, kind, skipped=skipped))
+            continue
+        progress(f"Smoke test: {kind} allreduce on {inventory.total_gpus} GPU(s)")
+        runs.append(run_allreduce(inventory, lay, GPU_TIMEOUT, kind))
+    return GpuSmoke(runs=runs)
+
+
+PROGRAM = {"mpi4py": "allreduce.py", "horovod": "hvd_allreduce.py", "torch": "torch_allreduce.py"}
+SIZES = {"mpi4py": ALLREDUCE_SIZES, "horovod": [1, 1024, 1048576], "torch": GPU_SIZES}
+
+
+def gpu_nodes(inventory: Inventory) -> list[Node]:
+    return [n for n in inventory.nodes if n.gpus]
+
+
+def gpu_placement(inventory: Inventory) -> list[str]:
+    """One rank per GPU. The hostfile's slots are each node's GPUs unless the inventory
+    sets slots (or lists nodes without GPUs): then the GPU nodes are named instead."""
+    if all(n.gpus and n.slots in (None, n.gpus) for n in inventory.nodes):
+        hosts = ["--hostfile", layout.HOSTFILE]
+    else:
+        hosts = ["--host", ",".join(f"{n.name}:{n.gpus}" for n in gpu_nodes(inventory))]
+    return [*hosts, "-np", str(inventory.total_gpus), "--map-by", "slot"]
+
+
+def program_argv(inventory: Inventory, lay: Layout, kind: str) -> list[str]:
+    """What each rank runs."""
+    if kind == "nccl-tests":
+        return [f"{lay.mpi_bin}/all_reduce_perf", *nccl_tests.ALL_REDUCE_ARGS]
+    if kind == "cuda":
+        return [lay.cuda_allreduce, *map(str, GPU_SIZES)]
+    program = [lay.python, f"{layout.SMOKE_DIR}/{PROGRAM[kind]}"]
+    if kind == "torch":  # rank 0 runs on the first GPU node, where the rendezvous is
+        program += [gpu_nodes(inventory)[0].host, str(TORCH_MASTER_PORT)]
+    return [*program, *map(str, SIZES[kind])]
 
 
 def mpirun_command(
     inventory: Inventory, lay: Layout, major: int, user: str, kind: str = "mpi4py"
 ) -> str:
-    # No -np: one rank per slot of the hostfile `up` wrote, on every node.
-    parts = [f"{lay.mpi_bin}/mpirun", "--hostfile", layout.HOSTFILE, "--map-by", "node"]
+    # CPU runs, no -np: one rank per slot of the hostfile `up` wrote, on every node.
+    if kind in GPU_KINDS:
+        placement = gpu_placement(inventory)
+    else:
+        placement = ["--hostfile", layout.HOSTFILE, "--map-by", "node"]
+    parts = [f"{lay.mpi_bin}/mpirun", *placement]
     if user == "root":
         parts.append("--allow-run-as-root")
     parts += mpirun_network_args(inventory.network, major)
-    parts += [lay.python, f"{layout.SMOKE_DIR}/{PROGRAM[kind]}", *map(str, SIZES[kind])]
+    parts += program_argv(inventory, lay, kind)
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -220,14 +344,13 @@ def run_allreduce(
     result = transport.run_on(
         inventory, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
     )
-    seconds = time.monotonic() - started
     output = (result.stdout + "\n" + result.stderr).strip()
     base = AllreduceResult(
         False,
         head.name,
         kind,
         command=command,
-        seconds=seconds,
+        seconds=time.monotonic() - started,
         output_tail="\n".join(output.splitlines()[-15:]),
     )
     if result.error:
@@ -235,19 +358,44 @@ def run_allreduce(
         return base
     if result.exit_code in (124, 137):
         base.problem = f"mpirun hung for {timeout:.0f} s"
-        base.cause = (
-            "a firewall blocking MPI's TCP ports between nodes, or MPI using the wrong "
-            "interface (set network: in the inventory); run `mpicluster doctor`"
-        )
+        base.cause = HUNG_CAUSE["gpu" if kind in GPU_KINDS else "cpu"]
         return base
-    report = _json_line(result.stdout)
-    if result.exit_code != 0 or report is None:
-        base.problem = f"mpirun exited {result.exit_code}"
-        base.cause = _mpirun_cause(output)
+    expected = gpu_nodes(inventory) if kind in GPU_KINDS else inventory.nodes
+    judge = judge_nccl_tests if kind == "nccl-tests" else judge_report
+    return judge(base, result.exit_code, result.stdout, output, expected)
+
+
+HUNG_CAUSE = {
+    "cpu": (
+        "a firewall blocking MPI's TCP ports between nodes, or MPI using the wrong "
+        "interface (set network: in the inventory); run `mpicluster doctor`"
+    ),
+    "gpu": (
+        "a firewall blocking MPI's or NCCL's TCP ports between nodes, NCCL using the "
+        "wrong interface (set network: in the inventory, which sets NCCL_SOCKET_IFNAME), "
+        "or a GPU that does not answer (nvidia-smi); run `mpicluster doctor`"
+    ),
+}
+
+
+def judge_report(
+    base: AllreduceResult, exit_code: int, stdout: str, output: str, nodes: list[Node]
+) -> AllreduceResult:
+    """A run whose rank 0 prints one JSON report (allreduce.py and its kin)."""
+    report = _json_line(stdout)
+    if exit_code != 0 or report is None:
+        base.problem = f"mpirun exited {exit_code}"
+        base.cause = _mpirun_cause(output, base.kind)
+        return base
+    if "skipped" in report:
+        base.ok, base.skipped = True, str(report["skipped"])
         return base
     base.ranks, base.hosts = report["ranks"], report["hosts"]
     base.library, base.sizes = report["library"], report["results"]
-    missing = _missing_nodes(inventory.nodes, base.hosts)
+    base.devices = report.get("devices", [])
+    if "nccl" in report:
+        base.details["nccl"] = report["nccl"]
+    missing = _missing_nodes(nodes, base.hosts)
     wrong = [r for r in base.sizes if not r["exact"]]
     if wrong:
         base.problem = (
@@ -263,13 +411,83 @@ def run_allreduce(
     return base
 
 
+def judge_nccl_tests(
+    base: AllreduceResult, exit_code: int, stdout: str, output: str, nodes: list[Node]
+) -> AllreduceResult:
+    """nccl-tests' all_reduce_perf: its table, footer and exit status."""
+    parsed = nccl_tests.parse(stdout)
+    base.sizes = [nccl_tests_size(row) for row in parsed.rows]
+    base.ranks = len(parsed.devices)
+    base.hosts = [d.host for d in parsed.devices]
+    base.devices = [d.name for d in parsed.devices]
+    if parsed.version:
+        base.library = f"nccl-tests {parsed.version}, NCCL {parsed.nccl}"
+    base.details = {
+        "avg_busbw_gbs": parsed.avg_busbw_gbs,
+        "out_of_bounds": parsed.out_of_bounds,
+        "min_bw_check": parsed.min_bw_check or None,
+    }
+    wrong = parsed.wrong_rows
+    missing = _missing_nodes(nodes, base.hosts)
+    if wrong:
+        elements = wrong[0].out_of_place.wrong or wrong[0].in_place.wrong
+        base.problem = (
+            f"wrong allreduce result at {wrong[0].bytes} bytes ({elements} wrong elements)"
+        )
+        base.cause = "data corruption between GPUs (NVLink, PCIe or the network)"
+    elif parsed.min_bw_check == "FAILED":
+        base.problem = (
+            f"average bus bandwidth {parsed.avg_busbw_gbs:g} GB/s is below NCCL_TESTS_MIN_BW"
+        )
+        base.cause = "a slow link between GPUs or nodes, or NCCL on the wrong interface"
+    elif exit_code != nccl_tests.OK:
+        base.problem = f"all_reduce_perf exited {exit_code} ({nccl_tests.exit_meaning(exit_code)})"
+        base.cause = parsed.failures[-1] if parsed.failures else _mpirun_cause(output, base.kind)
+    elif not parsed.complete:
+        base.problem = "all_reduce_perf printed no result summary"
+        base.cause = _mpirun_cause(output, base.kind)
+    elif missing:
+        base.problem = f"no rank ran on {', '.join(missing)}"
+        base.cause = "check /etc/mpicluster/hostfile and the nodes' gpus: in the inventory"
+    else:
+        base.ok = True
+    return base
+
+
+def nccl_tests_size(row: nccl_tests.Row) -> dict:
+    """One row of all_reduce_perf in the shape of the allreduce programs' results
+    (out-of-place figures; in-place beside them)."""
+    out = row.out_of_place
+    wrong = [w for w in (out.wrong, row.in_place.wrong) if w is not None]
+    return {
+        "elements": row.count,
+        "bytes": row.bytes,
+        "iterations": None,
+        "seconds": out.time_us / 1e6,
+        "algbw_gbs": out.algbw_gbs,
+        "busbw_gbs": out.busbw_gbs,
+        "exact": row.exact,
+        "wrong_ranks": [],
+        "wrong_elements": sum(wrong) if wrong else None,
+        "in_place": asdict(row.in_place),
+    }
+
+
 def _missing_nodes(nodes: list[Node], hosts: list[str]) -> list[str]:
     seen = {h.split(".")[0].lower() for h in hosts}
     return [n.name for n in nodes if n.name.split(".")[0].lower() not in seen]
 
 
-def _mpirun_cause(output: str) -> str:
+def _mpirun_cause(output: str, kind: str = "mpi4py") -> str:
+    own = [line.strip() for line in output.splitlines() if line.startswith("cuda_allreduce: ")]
+    if own:  # the CUDA-aware allreduce names host, rank and the failed call itself
+        return own[0]
     text = output.lower()
+    if kind == "cuda" and ("segmentation fault" in text or "signal 11" in text):
+        return (
+            "MPI_Allreduce crashed on device memory: Open MPI is not CUDA-aware on some "
+            "node (ompi_info --parsable --all | grep cuda_support)"
+        )
     checks = [
         (
             "host key verification failed",
@@ -287,6 +505,20 @@ def _mpirun_cause(output: str) -> str:
         ("no module named 'horovod'", "Horovod is missing from the Python on some node"),
         ("no route to host", "a firewall or routing problem between nodes"),
         ("connection refused", "a firewall rejecting MPI's TCP ports between nodes"),
+        (
+            "could not access or execute an executable",
+            "a program is missing on some node: the stack's all_reduce_perf and "
+            "libexec/mpicluster/cuda_allreduce are built only with CUDA; rerun `mpicluster up`",
+        ),
+        (
+            "error while loading shared libraries: libcudart",
+            "a node cannot find CUDA's runtime (libcudart): stack.cuda_home/lib64 is not in "
+            "LD_LIBRARY_PATH or /etc/ld.so.conf.d",
+        ),
+        (
+            "error while loading shared libraries: libnccl",
+            "a node cannot find NCCL (libnccl.so.2) in the stack's lib/",
+        ),
         (
             "error while loading shared libraries",
             "a node cannot find the MPI libraries (LD_LIBRARY_PATH / ld.so.conf.d)",

@@ -1,4 +1,5 @@
-"""`up` and `smoke`: the per-host table, the ssh env matrix, the allreduce figures."""
+"""`up` and `smoke`: the per-host table, the ssh env matrix, the allreduce figures (CPU,
+then GPU)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from rich.markup import escape
 
 from mpicluster.provision import UpResult
 from mpicluster.render.display import Display, mark, styled
-from mpicluster.smoke import AllreduceResult, SmokeReport
+from mpicluster.smoke import AllreduceResult, GpuSmoke, SmokeReport
+
+TITLES = {
+    "mpi4py": "MPI allreduce",
+    "horovod": "Horovod allreduce",
+    "nccl-tests": "NCCL all_reduce_perf (nccl-tests)",
+    "cuda": "CUDA-aware MPI allreduce (device memory)",
+    "torch": "torch.distributed allreduce (NCCL)",
+}
 
 
 def show_up(display: Display, result: UpResult) -> None:
@@ -58,11 +67,22 @@ def show_smoke(display: Display, report: SmokeReport) -> None:
     for run in (report.allreduce, report.horovod):
         if run is not None:
             _show_allreduce(display, run)
+    if report.gpu is not None:
+        _show_gpu(display, report.gpu)
+
+
+def _show_gpu(display: Display, gpu: GpuSmoke) -> None:
+    if gpu.not_run:
+        display.info(f"GPU smoke test not run: {gpu.not_run}")
+    for run in gpu.runs:
+        _show_allreduce(display, run)
 
 
 def _show_allreduce(display: Display, run: AllreduceResult) -> None:
-    title = "MPI allreduce" if run.kind == "mpi4py" else "Horovod allreduce"
-    if run.ok:
+    title = TITLES.get(run.kind, run.kind)
+    if run.skipped:
+        display.info(f"{title}: skipped ({run.skipped})")
+    elif run.ok:
         rows = [
             [
                 r["elements"],
@@ -70,7 +90,7 @@ def _show_allreduce(display: Display, run: AllreduceResult) -> None:
                 f"{r['seconds'] * 1e3:.3f}",
                 f"{r['algbw_gbs']:.3f}",
                 f"{r['busbw_gbs']:.3f}",
-                mark(r["exact"], "exact"),
+                _exact(r["exact"]),
             ]
             for r in run.sizes
         ]
@@ -82,10 +102,33 @@ def _show_allreduce(display: Display, run: AllreduceResult) -> None:
             ["elements", "size", "time (ms)", "algbw (GB/s)", "busbw (GB/s)", "result"],
             rows,
         )
+        for line in _gpu_facts(run):
+            display.info(line)
     else:
         display.error(f"{title} from {run.head}: {run.problem}", run.cause)
         if run.output_tail:
             display.detail(run.output_tail)
+
+
+def _exact(exact: bool | None) -> str:
+    return styled("skip", "unchecked") if exact is None else mark(exact, "exact")
+
+
+def _gpu_facts(run: AllreduceResult) -> list[str]:
+    """The lines under a GPU run's table: its GPUs, and what the kind reports besides."""
+    lines = []
+    if run.devices:
+        counts: dict[str, int] = {}
+        for name in run.devices:
+            counts[name] = counts.get(name, 0) + 1
+        lines.append("  GPUs: " + ", ".join(f"{n} x {name}" for name, n in counts.items()))
+    if run.details.get("avg_busbw_gbs") is not None:
+        lines.append(f"  average bus bandwidth: {run.details['avg_busbw_gbs']:g} GB/s")
+    nccl = run.details.get("nccl")
+    if nccl:
+        loaded = nccl.get("loaded") or "none mapped (linked into PyTorch?)"
+        lines.append(f"  NCCL: PyTorch built with {nccl.get('torch_built_with')}, loaded {loaded}")
+    return lines
 
 
 def _bytes(n: float) -> str:

@@ -28,6 +28,8 @@ RECIPE_FILES = (
     "stack_build/tasks/openmpi_cuda.yml",
     "stack_build/tasks/nccl.yml",
     "stack_build/tasks/nccl_tests.yml",
+    "stack_build/tasks/cuda_allreduce.yml",
+    "stack_build/files/cuda_allreduce.c",
     "stack_build/tasks/python.yml",
     "stack_build/tasks/horovod.yml",
 )

@@ -5,6 +5,7 @@ The build roles (playbooks/roles/stack_build) run what this module decides.
 
 from __future__ import annotations
 
+from mpicluster.layout import CUDA_ALLREDUCE
 from mpicluster.stack.lockfile import Source
 
 
@@ -48,6 +49,9 @@ def openmpi_cuda(source: Source, cuda_home: str, *, gpus_present: bool) -> dict:
     NVIDIA's stubs are) and the stack's MCA defaults stop every rank from reporting
     that those components cannot load. With GPUs present a missing libcuda is an error.
     4.x opens libcuda at run time and needs none of this.
+
+    A CUDA-aware build also gets the GPU smoke test's MPI_Allreduce on device memory,
+    compiled with the stack's mpicc into `allreduce_program` (inside the stack folder).
     """
     major = source.series[0] if source.series else 5
     return {
@@ -64,6 +68,7 @@ def openmpi_cuda(source: Source, cuda_home: str, *, gpus_present: bool) -> dict:
         ],
         "link_stub": major >= 5 and not gpus_present,
         "quiet_load_errors": "^" + ",".join(OPENMPI_CUDA_DSOS),
+        "allreduce_program": CUDA_ALLREDUCE,
     }
 
 

@@ -3,8 +3,6 @@ any change, and the inventory `local up --cuda` writes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from mpicluster.errors import MpiclusterError, UsageError

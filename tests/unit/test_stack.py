@@ -172,6 +172,8 @@ def test_openmpi_configure_args_follow_the_series():
     cuda5 = recipe.openmpi_cuda(five, "/usr/local/cuda", gpus_present=True)
     assert cuda5["libdir"] and not cuda5["link_stub"]
     assert cuda5["libdir_candidates"][0] == "/usr/local/cuda/lib64/stubs"
+    # the GPU smoke test's MPI_Allreduce on device memory, where Layout.cuda_allreduce finds it
+    assert cuda5["allreduce_program"] == "libexec/mpicluster/cuda_allreduce"
     assert recipe.openmpi_cuda(five, "/c", gpus_present=False)["link_stub"]
     cuda4 = recipe.openmpi_cuda(four, "/c", gpus_present=False)
     assert not cuda4["libdir"] and not cuda4["link_stub"]
