@@ -3,6 +3,8 @@ any change, and the inventory `local up --cuda` writes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mpicluster.errors import MpiclusterError, UsageError
