@@ -54,6 +54,7 @@ class LocalCluster:
             "name": self.spec.name,
             "provider": self.spec.provider,
             "subnet": self.spec.subnet,
+            "cuda": self.spec.cuda,
             "inventory": str(self.inventory) if self.inventory else None,
             "healthy": self.healthy,
             "seconds": round(self.seconds, 1),

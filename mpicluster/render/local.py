@@ -21,7 +21,10 @@ def show_local(display: Display, result: LocalCluster) -> None:
         for n in result.nodes
     ]
     display.table(
-        escape(f"local cluster {result.spec.name} ({result.spec.provider}, {result.spec.subnet})"),
+        escape(
+            f"local cluster {result.spec.name} ({result.spec.provider}, {result.spec.subnet}"
+            + (f", CUDA from {result.spec.cuda})" if result.spec.cuda else ")")
+        ),
         ["node", "address", "state", "ssh", "hostname", "detail"],
         rows,
     )
