@@ -16,7 +16,7 @@ from typing import Any
 from mpicluster.inventory import Inventory
 from mpicluster.paths import data_path
 from mpicluster.stack.lockfile import Source
-from mpicluster.stack.sources import GPU_COMPONENTS
+from mpicluster.stack.sources import built_on
 
 #: The role files that decide what a build produces (not how it is packed or checked).
 RECIPE_FILES = (
@@ -115,8 +115,7 @@ def fingerprint(
         "platform": platform.__dict__ | {"gpu_archs": list(platform.gpu_archs)},
         "sources": {
             s.component: {"version": s.version, "sha256": s.sha256}
-            for s in sources
-            if s.component not in GPU_COMPONENTS or platform.cuda
+            for s in built_on(sources, platform.cuda)
         },
         "options": options(inventory, platform),
         "wheels": wheels_digest,

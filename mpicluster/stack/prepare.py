@@ -135,10 +135,10 @@ def _group_spec(
     house: wheels.Wheelhouse,
 ) -> dict[str, Any]:
     stack = inventory.stack
-    by_name = {s.component: s for s in needed}
     platform = group.platform
     stack_dir = Layout.of(inventory).stack_dir(group.fingerprint)
     cuda_home = stack.cuda_home if platform.cuda else None
+    by_name = {s.component: s for s in sources.built_on(needed, cuda_home)}
     cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
     spec: dict[str, Any] = {
         "artifact": str(group.artifact),
@@ -146,7 +146,6 @@ def _group_spec(
         "sources": {
             name: {"path": str(files[name]), "filename": source.filename, "version": source.version}
             for name, source in by_name.items()
-            if name not in sources.GPU_COMPONENTS or cuda_home
         },
         "openmpi_configure_args": recipe.openmpi_configure_args(
             by_name["openmpi"],
@@ -168,15 +167,11 @@ def _group_spec(
         "record": {
             "fingerprint": group.fingerprint,
             "inputs": group.document,
-            "versions": {
-                s.component: s.version
-                for s in needed
-                if s.component not in sources.GPU_COMPONENTS or cuda_home
-            },
+            "versions": {name: source.version for name, source in by_name.items()},
             "mpicluster": __version__,
         },
     }
-    if cuda_home and "nccl" in by_name:
+    if "nccl" in by_name:  # built only where there is CUDA
         spec["nccl"] = {
             "archs": list(platform.gpu_archs),
             "cuda_home": cuda_home,

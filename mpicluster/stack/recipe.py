@@ -9,6 +9,11 @@ from mpicluster.layout import CUDA_ALLREDUCE
 from mpicluster.stack.lockfile import Source
 
 
+def _major(source: Source) -> int:
+    """The Open MPI series' major version (5 for a source whose version names none)."""
+    return source.series[0] if source.series else 5
+
+
 def openmpi_configure_args(
     source: Source,
     prefix: str,
@@ -17,7 +22,7 @@ def openmpi_configure_args(
     fortran: bool,
     extra: list[str],
 ) -> list[str]:
-    major = source.series[0] if source.series else 5
+    major = _major(source)
     args = [f"--prefix={prefix}"]
     # mpirun passes --prefix to remote daemons, so a node finds Open MPI even when a
     # user's shell setup hides /etc/environment (4.x name, then 5.x's PRRTE name).
@@ -53,7 +58,7 @@ def openmpi_cuda(source: Source, cuda_home: str, *, gpus_present: bool) -> dict:
     A CUDA-aware build also gets the GPU smoke test's MPI_Allreduce on device memory,
     compiled with the stack's mpicc into `allreduce_program` (inside the stack folder).
     """
-    major = source.series[0] if source.series else 5
+    major = _major(source)
     return {
         "home": cuda_home,
         "libdir": major >= 5,

@@ -40,5 +40,10 @@ def needed(inventory: Inventory) -> list[Source]:
 GPU_COMPONENTS = frozenset({"nccl", "nccl_tests"})
 
 
+def built_on(needed: list[Source], cuda: str | None) -> list[Source]:
+    """The sources a node builds: the GPU components only where it has CUDA."""
+    return [s for s in needed if cuda or s.component not in GPU_COMPONENTS]
+
+
 def pytorch_version(inventory: Inventory) -> str:
     return inventory.stack.pytorch.version or default_version("pytorch")
