@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cluster.test_doctor import doctor, problems
 from tests.cluster.test_nccl_build import ELF, PTX, fatbin_entries
 from tests.conftest import REPO, inventory_with, mpicluster, start_local_cluster
 from tests.seed import seed_cache, seed_gpu_sources
@@ -272,28 +273,13 @@ def test_second_up_builds_and_changes_nothing(build):
     }
 
 
-def doctor(inventory: Path) -> tuple[int, dict]:
-    done = mpicluster("doctor", str(inventory), "--json", check=False, timeout=600)
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, json.loads(done.stdout)
-
-
-def not_passed(report: dict) -> set[tuple[str, str | None, str]]:
-    return {
-        (c["name"], r["node"], r["status"])
-        for c in report["checks"]
-        for r in c["results"]
-        if r["status"] != "pass"
-    }
-
-
 def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
     """Doctor's checks against the built stack (versions from its fingerprint, the env
     block with the runtime's variables), then the classic hidden hang: a node dropping
     the high ports mpirun's daemons (ORTE's orted, PRRTE's prted) call back on."""
     inventory, cluster, version = build["inventory"], build["cluster"], build["openmpi"]["version"]
     code, report = doctor(inventory)
-    assert (code, not_passed(report)) == (0, set()), json.dumps(report, indent=1)[-6000:]
+    assert (code, problems(report)) == (0, set()), json.dumps(report, indent=1)[-6000:]
     versions = next(c for c in report["checks"] if c["name"] == "versions")
     assert all(f"Open MPI {version} (fingerprint " in r["evidence"] for r in versions["results"])
     rule = "INPUT -p tcp --dport 1024:65535 -j DROP"
@@ -301,7 +287,7 @@ def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
     try:
         code, report = doctor(inventory)
         assert code == 2
-        found = not_passed(report)
+        found = problems(report)
         assert ("ports", "node2", "fail") in found
         assert found <= {("ports", "node2", "fail"), ("mesh", "node2", "fail")}, found
     finally:

@@ -14,16 +14,11 @@ from mpicluster.local.spec import LocalSpec
 from mpicluster.node_facts import check_gpus
 from mpicluster.stack import recipe, sources
 from mpicluster.stack.fingerprint import fingerprint, platform_of
+from tests.unit.test_stack import FACTS
 
-CUDA_FACTS = {
-    "nproc": 2,
-    "os": {"id": "debian", "version_id": "12"},
-    "arch": "x86_64",
-    "python": "3.11",
-    "gcc": "4:12.2.0-3",
+CUDA_FACTS = FACTS | {
     "cuda": "13.0.88",
     "gpus": {"ok": False, "error": "nvidia-smi not found", "devices": []},
-    "current": None,
 }
 H100 = {
     "ok": True,
