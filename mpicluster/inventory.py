@@ -150,6 +150,14 @@ class Network(_Model):
         return self.interface or self.cidr
 
 
+def _true_false_auto(value: object) -> object:
+    if value not in (True, False, "auto") or (
+        isinstance(value, int) and not isinstance(value, bool)
+    ):
+        raise PydanticCustomError("mpicluster", "must be true, false or auto")
+    return value
+
+
 class Source(_Model):
     """Where a component's source comes from; unset fields come from the lockfile."""
 
@@ -164,14 +172,7 @@ class OpenMPI(Source):
     fortran: bool = False
     configure_args: list[Annotated[str, Field(min_length=1)]] = []
 
-    @field_validator("cuda", mode="before")
-    @classmethod
-    def _cuda(cls, value: object) -> object:
-        if value not in (True, False, "auto") or (
-            isinstance(value, int) and not isinstance(value, bool)
-        ):
-            raise PydanticCustomError("mpicluster", "must be true, false or auto")
-        return value
+    _cuda = field_validator("cuda", mode="before")(_true_false_auto)
 
 
 class NCCL(Source):
@@ -198,7 +199,17 @@ class Horovod(Source):
 
 
 class PyTorch(_Model):
+    #: Install PyTorch into the stack's Python (torch.distributed; Horovod builds on it).
+    enabled: bool = True
     version: Version | None = None
+    #: Which build: true takes a CUDA build (never a "+cpu" wheel), false a "+cpu" one
+    #: (from an index that has them, e.g. PyTorch's CPU index), auto what the index gives.
+    cuda: bool | Literal["auto"] = "auto"
+    #: The NCCL that PyTorch loads: "wheel" (the one its wheels ship, as PyTorch tested
+    #: it) or "stack" (the NCCL mpicluster built; at least the wheel's version).
+    nccl: Literal["wheel", "stack"] = "wheel"
+
+    _cuda = field_validator("cuda", mode="before")(_true_false_auto)
 
 
 class Stack(_Model):
@@ -465,6 +476,14 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
             "false needs stack.nccl.cuda_archs: without GPUs, say which architectures "
             "to build for (e.g. ['9.0'])",
         )
+    torch = inv.stack.pytorch
+    if inv.stack.horovod.enabled and not torch.enabled:
+        add(
+            ("stack", "pytorch", "enabled"),
+            "false, but Horovod is built for PyTorch: set stack.horovod.enabled: false too",
+        )
+    if torch.nccl == "stack" and torch.cuda is False:
+        add(("stack", "pytorch", "nccl"), "stack needs a CUDA build of PyTorch (cuda is false)")
     for component in ("openmpi", "nccl", "nccl_tests", "mpi4py", "horovod"):
         spec = getattr(inv.stack, component)
         loc = ("stack", component)

@@ -188,4 +188,10 @@ def describe_plan(stack: StackPlan) -> list[str]:
                 f"Stack {group.fingerprint}: Horovod without GPU operations (NCCL): the "
                 "wheelhouse's PyTorch is a CPU build"
             )
+        torch = spec.get("pytorch")
+        if group.builder and torch and torch["nccl"] == "stack":
+            lines.append(
+                f"Stack {group.fingerprint}: PyTorch loads the stack's NCCL "
+                f"(its wheel's NCCL {torch['wheel_nccl']} is replaced by a link)"
+            )
     return lines

@@ -249,6 +249,26 @@ def cuda_aware(record):
     return "yes" if flag else "no"
 
 
+def torch_nccl(layout, record):
+    """Which NCCL the stack's PyTorch loads, read from its files without importing it:
+    the wheel's libnccl.so.2 (nvidia-nccl), or the stack's where `up` linked it there
+    (stack.pytorch.nccl: stack); "expected" is what the build record asked for."""
+    for directory in site_dirs(layout):
+        lib = directory + "/nvidia/nccl/lib/libnccl.so.2"
+        if not os.path.lexists(lib):
+            continue
+        real = os.path.realpath(lib)
+        stack_lib = os.path.realpath(layout["mpi_lib"]) if layout.get("mpi_lib") else None
+        wheel = python_packages(layout, {"nvidia-nccl-cu12", "nvidia-nccl-cu13"})
+        if stack_lib and real.startswith(stack_lib + "/"):
+            loads, version = "stack", os.path.basename(real)[len("libnccl.so.") :]
+        else:
+            loads, version = "wheel", next(iter(wheel.values()), None)
+        expected = ((record or {}).get("pytorch") or {}).get("nccl")
+        return {"loads": loads, "version": version, "path": lib, "expected": expected}
+    return None
+
+
 def nccl_version(layout):
     dirs = [layout.get("mpi_lib") or "", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
     if layout.get("cuda_home"):
@@ -319,6 +339,7 @@ def gather(spec):
                 "mpi4py": packages.get("mpi4py"),
                 "horovod": packages.get("horovod"),
                 "torch": packages.get("torch"),
+                "torch_nccl": torch_nccl(layout, facts["current"]),
                 "nccl": nccl_version(layout),
                 "cuda": facts["cuda"] if spec.get("gpus") else None,
             },

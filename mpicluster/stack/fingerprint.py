@@ -31,6 +31,7 @@ RECIPE_FILES = (
     "stack_build/tasks/cuda_allreduce.yml",
     "stack_build/files/cuda_allreduce.c",
     "stack_build/tasks/python.yml",
+    "stack_build/tasks/torch.yml",
     "stack_build/tasks/horovod.yml",
 )
 
@@ -99,6 +100,11 @@ def options(inventory: Inventory, platform: Platform) -> dict[str, Any]:
         "horovod": {
             "enabled": stack.horovod.enabled,
             "frameworks": sorted(stack.horovod.frameworks),
+        },
+        # which build of PyTorch is in the wheels digest; which NCCL it loads is here
+        "pytorch": {
+            "enabled": stack.pytorch.enabled,
+            "nccl": stack.pytorch.nccl if platform.cuda else None,
         },
     }
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
+from mpicluster.errors import MpiclusterError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
 from mpicluster.stack import recipe, sources, wheels
@@ -76,8 +77,7 @@ def fetch(
         files[source.component] = cache.ensure(source, progress, offline=offline)
     houses = {}
     wanted = wheels.requirements(
-        inventory.stack.horovod.enabled,
-        sources.pytorch_version(inventory) if inventory.stack.horovod.enabled else None,
+        inventory.stack.horovod.enabled, sources.torch_requirement(inventory)
     )
     for platform in platforms:
         if platform.wheel_target not in houses:
@@ -180,12 +180,16 @@ def _group_spec(
         }
         if "nccl_tests" in by_name:
             spec["nccl_tests"] = {"binaries": list(recipe.NCCL_TESTS)}
+    torch = torch_spec(inventory, house, spec["nccl"] is not None, by_name.get("nccl"))
+    spec["pytorch"] = torch
+    if torch:
+        spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)
+        spec["record"]["pytorch"] = {"cuda": torch["cuda"], "nccl": torch["nccl"]}
     if stack.horovod.enabled:
-        torch = f"torch=={sources.pytorch_version(inventory)}"
         # GPU operations need the stack's NCCL and a CUDA build of PyTorch
-        gpu_operations = bool(spec["nccl"]) and wheels.torch_has_cuda(house)
+        gpu_operations = bool(spec["nccl"]) and bool(torch and torch["cuda"])
         spec["horovod"] = {
-            "requirements": [*wheels.HOROVOD_REQUIREMENTS, torch],
+            "requirements": list(wheels.HOROVOD_REQUIREMENTS),
             "env": recipe.horovod_env(
                 cuda_home=cuda_home if gpu_operations else None,
                 nccl_home=stack_dir if gpu_operations else None,
@@ -194,5 +198,46 @@ def _group_spec(
             "gpu_operations": gpu_operations,
             "cxx17_files": HOROVOD_CXX14_FILES,
         }
-        spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)
     return spec
+
+
+def torch_spec(
+    inventory: Inventory, house: wheels.Wheelhouse, builds_nccl: bool, nccl: Source | None
+) -> dict[str, Any] | None:
+    """How a group installs PyTorch: the pip requirement, whether the wheel is a CUDA
+    build, and which NCCL it loads ("stack": the wheel's copy is replaced by a link to
+    the stack's, which must be at least as new as the one the wheel pins)."""
+    requirement = sources.torch_requirement(inventory)
+    if requirement is None:
+        return None
+    wheel = wheels.torch_wheel(house, requirement)
+    if wheel is None:
+        raise MpiclusterError(
+            f"the wheelhouse {house.path} has no PyTorch wheel for {requirement}",
+            hint="check the version in stack.pytorch; a CPU build (cuda: false) needs an "
+            "index with +cpu wheels (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)",
+        )
+    if inventory.stack.pytorch.cuda is True and not wheel.cuda:
+        raise MpiclusterError(f"stack.pytorch.cuda is true, but {wheel.filename} is a CPU build")
+    chosen = "wheel"
+    if inventory.stack.pytorch.nccl == "stack" and builds_nccl and nccl is not None:
+        if not wheel.cuda:
+            raise MpiclusterError(
+                f"stack.pytorch.nccl is stack, but {wheel.filename} is a CPU build without NCCL",
+                hint="set stack.pytorch.cuda: true",
+            )
+        if wheel.nccl and recipe.release(nccl.version) < recipe.release(wheel.nccl):
+            raise MpiclusterError(
+                f"stack.pytorch.nccl is stack, but PyTorch {wheel.version} is built against "
+                f"NCCL {wheel.nccl}, newer than the stack's {nccl.version}: it may call what "
+                f"{nccl.version} lacks",
+                hint=f"build NCCL {wheel.nccl} or newer (stack.nccl.version), "
+                "or keep stack.pytorch.nccl: wheel",
+            )
+        chosen = "stack"
+    return {
+        "requirement": requirement,
+        "cuda": wheel.cuda,
+        "wheel_nccl": wheel.nccl,
+        "nccl": chosen,
+    }

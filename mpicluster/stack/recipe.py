@@ -14,6 +14,16 @@ def _major(source: Source) -> int:
     return source.series[0] if source.series else 5
 
 
+def release(version: str) -> tuple[int, ...]:
+    """A version's release numbers, for comparing NCCL's: "2.29.7-1" -> (2, 29, 7)."""
+    numbers = []
+    for part in version.split("-")[0].split("+")[0].split("."):
+        if not part.isdigit():
+            break
+        numbers.append(int(part))
+    return tuple(numbers)
+
+
 def openmpi_configure_args(
     source: Source,
     prefix: str,

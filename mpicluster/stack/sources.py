@@ -47,3 +47,22 @@ def built_on(needed: list[Source], cuda: str | None) -> list[Source]:
 
 def pytorch_version(inventory: Inventory) -> str:
     return inventory.stack.pytorch.version or default_version("pytorch")
+
+
+def torch_requirement(inventory: Inventory) -> str | None:
+    """What pip is asked for PyTorch (None: the stack's Python has no PyTorch)."""
+    torch = inventory.stack.pytorch
+    if inventory.stack.install != "source" or not torch.enabled:
+        return None
+    return pip_requirement(pytorch_version(inventory), torch.cuda)
+
+
+def pip_requirement(version: str, cuda: bool | str) -> str:
+    """What pip is asked for. PyTorch labels its CPU builds "+cpu" (PyPI's Linux wheels
+    are CUDA builds without a label), and `==V` also matches `V+cpu`, which pip prefers
+    where both are offered: a CUDA build is asked for by leaving "+cpu" out."""
+    if cuda is True:
+        return f"torch=={version},!={version}+cpu"
+    if cuda is False:
+        return f"torch=={version}+cpu"
+    return f"torch=={version}"

@@ -10,9 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
 
 from mpicluster import proc
 from mpicluster.errors import MpiclusterError
@@ -25,7 +29,14 @@ Progress = Callable[[str], None]
 #: (numpy: horovod.torch's allgather_object and broadcast_object need it at run time).
 BUILD_REQUIREMENTS = ["setuptools>=64,<81", "wheel", "packaging", "cython>=3.0.1"]
 HOROVOD_REQUIREMENTS = ["cloudpickle", "psutil", "pyyaml", "cffi>=1.4.0", "numpy"]
-MANYLINUX = ["manylinux_2_28", "manylinux_2_17", "manylinux2014", "manylinux_2_5", "manylinux1"]
+#: The platform tags asked for: every glibc from 2.28 (the nodes' baseline) down. pip
+#: takes only the tags it is given (e.g. NVIDIA's cuDNN wheels are manylinux_2_27).
+MANYLINUX = [
+    *(f"manylinux_2_{minor}" for minor in range(28, 4, -1)),
+    "manylinux2014",
+    "manylinux2010",
+    "manylinux1",
+]
 
 
 @dataclass(frozen=True)
@@ -42,12 +53,12 @@ class Wheelhouse:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def requirements(horovod: bool, pytorch_version: str | None) -> list[str]:
+def requirements(horovod: bool, torch: str | None) -> list[str]:
     wanted = list(BUILD_REQUIREMENTS)
     if horovod:
         wanted += HOROVOD_REQUIREMENTS
-    if pytorch_version:
-        wanted.append(f"torch=={pytorch_version}")
+    if torch:
+        wanted.append(torch)
     return wanted
 
 
@@ -101,9 +112,47 @@ def ensure_wheelhouse(
     return Wheelhouse(folder, tuple(wanted), files)
 
 
-def torch_has_cuda(house: Wheelhouse) -> bool:
-    """Whether the wheelhouse's PyTorch is a CUDA build: a `+cpu` local version is not
-    (PyPI's Linux wheels without a label, and `+cuXXX` ones, are)."""
-    return any(
-        name.startswith("torch-") and "+cpu" not in name.split("-")[1] for name in house.files
-    )
+@dataclass(frozen=True)
+class TorchWheel:
+    """The PyTorch wheel a node's `pip install --no-index` takes from the wheelhouse."""
+
+    filename: str
+    version: str
+    cuda: bool
+    #: the NCCL release its wheel pins (nvidia-nccl-cuXX==V), None for a CPU build
+    nccl: str | None
+
+
+def torch_wheel(house: Wheelhouse, requirement: str) -> TorchWheel | None:
+    """The wheel pip picks for `requirement`: the highest version that satisfies it
+    (a local label such as "+cpu" sorts above the bare version, as in pip)."""
+    specifier = Requirement(requirement).specifier
+    candidates = []
+    for name in house.files:
+        if not name.startswith("torch-") or not name.endswith(".whl"):
+            continue
+        try:
+            version = Version(name.split("-")[1])
+        except InvalidVersion:
+            continue
+        if specifier.contains(version, prereleases=True):
+            candidates.append((version, name))
+    if not candidates:
+        return None
+    version, name = max(candidates)
+    nccl = nccl_pin(house.path / name) if (house.path / name).is_file() else None
+    return TorchWheel(name, str(version), version.local != "cpu", nccl)
+
+
+def nccl_pin(wheel: Path) -> str | None:
+    """The NCCL release a PyTorch wheel requires (Requires-Dist: nvidia-nccl-cu13==2.29.7)."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+        text = archive.read(metadata).decode("utf-8", "replace") if metadata else ""
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            requirement = Requirement(line.split(":", 1)[1].strip())
+            if requirement.name.startswith("nvidia-nccl"):
+                pins = [s.version for s in requirement.specifier if s.operator == "=="]
+                return pins[0] if pins else None
+    return None

@@ -251,6 +251,39 @@ def test_versions_names_the_node_whose_mpi_is_not_cuda_aware():
     assert "CUDA-aware MPI yes" in node1.evidence
 
 
+def test_versions_says_which_nccl_pytorch_loads_and_finds_a_lost_link():
+    text = inventory_text().replace("stack: {install: packages}\n", "")
+    lib = "/opt/mpicluster/current/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+
+    def tweak(facts):
+        for name in NODES:
+            facts[name]["versions"]["fingerprint"] = "f" * 16
+            facts[name]["versions"]["torch_nccl"] = {
+                "loads": "wheel" if name == "node2" else "stack",
+                "version": "2.29.7",
+                "path": lib,
+                "expected": None,  # as recorded by a build before this was recorded
+            }
+
+    report = consistency.check(gathered(text, tweak=tweak))
+    node2 = next(r for r in report.results if r.node == "node2")
+    assert "PyTorch's NCCL wheel 2.29.7 (the other 2 node(s): stack 2.29.7)" in node2.evidence
+    node1 = next(r for r in report.results if r.node == "node1")
+    assert node1.status == Status.PASS and "PyTorch's NCCL stack 2.29.7" in node1.evidence
+
+    def all_lost(facts):
+        tweak(facts)
+        for name in NODES:
+            facts[name]["versions"]["torch_nccl"]["loads"] = "wheel"
+            facts[name]["versions"]["torch_nccl"]["expected"] = "stack"
+
+    report = consistency.check(gathered(text, tweak=all_lost))
+    assert bad(report) == {(n, None, "fail") for n in NODES}
+    result = report.results[0]
+    assert "PyTorch loads its wheel's NCCL 2.29.7" in result.evidence
+    assert result.fix.startswith(f"on node1: ln -sf /opt/mpicluster/stacks/{'f' * 16}/lib/")
+
+
 def test_mpi_names():
     assert consistency.mpi_name({"version_text": OPENMPI}) == "Open MPI 4.1.4"
     assert consistency.mpi_name({"version_text": MPICH}) == "MPICH 4.0.2 (Hydra)"

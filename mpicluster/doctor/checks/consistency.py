@@ -21,6 +21,7 @@ COMPONENTS = [
     ("mpi4py", "mpi4py"),
     ("horovod", "Horovod"),
     ("torch", "PyTorch"),
+    ("torch_nccl", "PyTorch's NCCL"),
     ("nccl", "NCCL"),
     ("cuda", "CUDA"),
     ("python", "Python"),
@@ -67,10 +68,35 @@ def components(facts: dict, install: str) -> dict[str, str | None]:
         "mpi4py": versions.get("mpi4py"),
         "horovod": versions.get("horovod"),
         "torch": versions.get("torch"),
+        "torch_nccl": _loaded(versions.get("torch_nccl")),
         "nccl": versions.get("nccl"),
         "cuda": versions.get("cuda"),
         "python": versions.get("python"),
     }
+
+
+def _loaded(torch_nccl: dict | None) -> str | None:
+    """ "stack 2.29.7" or "wheel 2.29.7": which NCCL file PyTorch loads."""
+    if not torch_nccl:
+        return None
+    return f"{torch_nccl['loads']} {torch_nccl.get('version') or '?'}"
+
+
+def _torch_nccl_problem(g: Gathered, node: str) -> Result | None:
+    """The build linked PyTorch to the stack's NCCL and the link is gone (a `pip install`
+    in the stack's Python reinstalls nvidia-nccl's own file)."""
+    versions = (g.facts(node) or {}).get("versions") or {}
+    seen = versions.get("torch_nccl")
+    if not seen or seen.get("expected") != "stack" or seen["loads"] == "stack":
+        return None
+    stack_lib = f"{g.layout.stack_dir(versions['fingerprint'])}/lib/libnccl.so.2"
+    return failed(
+        node,
+        f"PyTorch loads its wheel's NCCL {seen.get('version') or '?'} ({seen['path']} is a "
+        "file), but this build links it to the stack's NCCL (stack.pytorch.nccl: stack)",
+        f"on {node}: ln -sf {stack_lib} {seen['path']} "
+        "(something reinstalled nvidia-nccl in the stack's Python)",
+    )
 
 
 def check(g: Gathered) -> CheckReport:
@@ -109,6 +135,11 @@ def check(g: Gathered) -> CheckReport:
                     f"{UP}: it installs the MPI stack ({g.layout.install} install)",
                 )
             )
+            continue
+        # the node's own record says what PyTorch should load: a cause, not a difference
+        problem = _torch_nccl_problem(g, node)
+        if problem:
+            report.results.append(problem)
             continue
         if differences[node]:
             report.results.append(_differs(g, node, parts, differences[node]))
