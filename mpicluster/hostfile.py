@@ -1,4 +1,4 @@
-"""Hostfiles for Open MPI, MPICH/Hydra and Horovod, from the inventory.
+"""Hostfiles for Open MPI, MPICH/Hydra, Horovod and DeepSpeed, from the inventory.
 
 Slots per node: the inventory's `slots`, else its GPU count, else its cores.
 """
@@ -11,12 +11,13 @@ from mpicluster import layout
 from mpicluster.errors import UsageError
 from mpicluster.inventory import Inventory
 
-FORMATS = ("openmpi", "mpich", "horovod")
+FORMATS = ("openmpi", "mpich", "horovod", "deepspeed")
 #: Where `up` writes each format on the nodes.
 PATHS = {
     layout.HOSTFILE: "openmpi",
     layout.HOSTFILE_MPICH: "mpich",
     layout.HOSTFILE_HOROVOD: "horovod",
+    layout.HOSTFILE_DEEPSPEED: "deepspeed",
 }
 
 
@@ -40,7 +41,7 @@ def needs_cores(inventory: Inventory) -> list[str]:
 
 
 def render(node_slots: Mapping[str, int], fmt: str) -> str:
-    if fmt == "openmpi":
+    if fmt in ("openmpi", "deepspeed"):  # DeepSpeed's launcher reads `host slots=N` too
         return "".join(f"{name} slots={n}\n" for name, n in node_slots.items())
     if fmt == "mpich":
         return "".join(f"{name}:{n}\n" for name, n in node_slots.items())

@@ -20,6 +20,8 @@ Files every install gets:
     /etc/mpicluster/hostfile            Open MPI (`host slots=N`)
     /etc/mpicluster/hostfile.mpich      MPICH/Hydra (`host:N`)
     /etc/mpicluster/horovod.hosts       Horovod (`host:N,host:N`)
+    /etc/mpicluster/hostfile.deepspeed  DeepSpeed (`host slots=N`)
+    /etc/mpicluster/env                 the cluster's environment as shell exports
     /etc/mpicluster/cluster.json        the cluster as the nodes know it
     /etc/mpicluster/smoke/              the smoke-test programs
     /etc/environment                    a managed block: PATH, LD_LIBRARY_PATH, MPI settings
@@ -28,6 +30,7 @@ Files every install gets:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +40,13 @@ CONFIG_DIR = "/etc/mpicluster"
 HOSTFILE = f"{CONFIG_DIR}/hostfile"
 HOSTFILE_MPICH = f"{CONFIG_DIR}/hostfile.mpich"
 HOSTFILE_HOROVOD = f"{CONFIG_DIR}/horovod.hosts"
+HOSTFILE_DEEPSPEED = f"{CONFIG_DIR}/hostfile.deepspeed"
+#: The cluster's environment as shell exports, for users' own scripts (`. FILE`).
+ENV_FILE = f"{CONFIG_DIR}/env"
 CLUSTER_JSON = f"{CONFIG_DIR}/cluster.json"
 SMOKE_DIR = f"{CONFIG_DIR}/smoke"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
-CONFIG_FILES = (HOSTFILE, HOSTFILE_MPICH, HOSTFILE_HOROVOD, CLUSTER_JSON)
+CONFIG_FILES = (HOSTFILE, HOSTFILE_MPICH, HOSTFILE_HOROVOD, HOSTFILE_DEEPSPEED, CLUSTER_JSON)
 #: The markers of mpicluster's blocks in /etc/environment and /etc/hosts.
 BLOCK_BEGIN = "# BEGIN mpicluster (managed: edits inside this block are overwritten)"
 BLOCK_END = "# END mpicluster"
@@ -114,6 +120,18 @@ class Layout:
             dirs.append(f"{self.cuda_home}/lib64")
         return dirs
 
+    def shell_exports(self, variables: dict[str, str]) -> str:
+        """The environment `up` writes into /etc/environment, for `. /etc/mpicluster/env`
+        in a user's own scripts (which an interactive shell's profile may have changed)."""
+        lines = ["# mpicluster: the cluster's environment. Use: . /etc/mpicluster/env"]
+        if self.path_dirs:
+            lines.append(f'export PATH="{":".join(self.path_dirs)}:$PATH"')
+        if self.library_dirs:
+            dirs = ":".join(self.library_dirs)
+            lines.append(f'export LD_LIBRARY_PATH="{dirs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
+        lines += [f"export {name}={shlex.quote(value)}" for name, value in variables.items()]
+        return "\n".join(lines) + "\n"
+
     def missing_dirs(
         self, path: str | None, library_path: str | None
     ) -> tuple[list[str], list[str]]:
@@ -145,6 +163,7 @@ class Layout:
             "config_dir": CONFIG_DIR,
             "smoke_dir": SMOKE_DIR,
             "cluster_json": CLUSTER_JSON,
+            "env_file": ENV_FILE,
             "ld_conf": LD_CONF,
             "environment_file": ENVIRONMENT_FILE,
             "block_begin": BLOCK_BEGIN,

@@ -93,6 +93,9 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         "mpicluster_layout": Layout.of(inventory).as_vars(),
         "mpicluster_nodes": nodes,
         "mpicluster_env_vars": mpi_environment(inventory.network),
+        "mpicluster_env_script": Layout.of(inventory).shell_exports(
+            mpi_environment(inventory.network)
+        ),
         "mpicluster_cluster_key": str(key.private_path),
         "mpicluster_cluster_pubkey": key.public_line,
         "mpicluster_smoke_src": str(remote.SMOKE),

@@ -95,6 +95,7 @@ def node_facts(name: str, index: int) -> dict:
             "/etc/mpicluster/hostfile": hostfile.render(slots, "openmpi"),
             "/etc/mpicluster/hostfile.mpich": hostfile.render(slots, "mpich"),
             "/etc/mpicluster/horovod.hosts": hostfile.render(slots, "horovod"),
+            "/etc/mpicluster/hostfile.deepspeed": hostfile.render(slots, "deepspeed"),
             "/etc/mpicluster/cluster.json": json.dumps(cluster_json),
         },
         "ssh": {

@@ -29,10 +29,40 @@ def test_slots_come_from_slots_then_gpus_then_cores():
         ("openmpi", "g1 slots=8\ng2 slots=4\nc1 slots=2\n"),
         ("mpich", "g1:8\ng2:4\nc1:2\n"),
         ("horovod", "g1:8,g2:4,c1:2\n"),
+        ("deepspeed", "g1 slots=8\ng2 slots=4\nc1 slots=2\n"),
     ],
 )
 def test_formats(fmt, expected):
     assert hostfile.render(hostfile.slots(INV, {"c1": 2}), fmt) == expected
+
+
+def test_the_env_file_exports_what_etc_environment_gets(tmp_path):
+    """A shell that sources it gets the stack's PATH and libraries in front and the
+    interface settings; what it had stays behind them."""
+    import subprocess
+
+    from mpicluster.layout import Layout
+    from mpicluster.mpi_settings import mpi_environment
+
+    inv = parse_inventory("cluster: t\nnetwork: {interface: eth1}\nnodes: [{name: a}]\n")
+    script = Layout.of(inv).shell_exports(mpi_environment(inv.network))
+    (tmp_path / "env").write_text(script)
+    shown = subprocess.run(
+        [
+            "sh",
+            "-c",
+            f". {tmp_path}/env; echo $PATH; echo $LD_LIBRARY_PATH; "
+            "echo $NCCL_SOCKET_IFNAME $PRTE_MCA_oob_tcp_if_include",
+        ],
+        env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/old"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    current = "/opt/mpicluster/current"
+    assert shown[0] == f"{current}/bin:{current}/venv/bin:/usr/bin:/bin"
+    assert shown[1] == f"{current}/lib:/old"  # no GPUs: no CUDA libraries
+    assert shown[2] == "eth1 eth1"
 
 
 def test_cluster_key_is_private_and_stable(tmp_path, monkeypatch):
