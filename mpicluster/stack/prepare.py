@@ -161,6 +161,7 @@ def _group_spec(
             else None
         ),
         "build_requirements": list(wheels.BUILD_REQUIREMENTS),
+        "tools": list(wheels.TOOLS),
         "nccl": None,
         "nccl_tests": None,
         "horovod": None,

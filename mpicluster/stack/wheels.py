@@ -28,6 +28,9 @@ Progress = Callable[[str], None]
 #: What building mpi4py and Horovod offline needs, and Horovod's own dependencies
 #: (numpy: horovod.torch's allgather_object and broadcast_object need it at run time).
 BUILD_REQUIREMENTS = ["setuptools>=64,<81", "wheel", "packaging", "cython>=3.0.1"]
+#: Tools installed into the stack's Python: py-spy reads the ranks' stacks for
+#: `mpicluster run`'s hang report.
+TOOLS = ["py-spy"]
 HOROVOD_REQUIREMENTS = ["cloudpickle", "psutil", "pyyaml", "cffi>=1.4.0", "numpy"]
 #: The platform tags asked for: every glibc from 2.28 (the nodes' baseline) down. pip
 #: takes only the tags it is given (e.g. NVIDIA's cuDNN wheels are manylinux_2_27).
@@ -54,7 +57,7 @@ class Wheelhouse:
 
 
 def requirements(horovod: bool, torch: str | None) -> list[str]:
-    wanted = list(BUILD_REQUIREMENTS)
+    wanted = [*BUILD_REQUIREMENTS, *TOOLS]
     if horovod:
         wanted += HOROVOD_REQUIREMENTS
     if torch:

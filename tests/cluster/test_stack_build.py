@@ -21,94 +21,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests.cluster.conftest import NAME, PREFIX, SUBNET, with_stack
 from tests.cluster.test_doctor import doctor, problems
 from tests.cluster.test_nccl_build import ELF, PTX, fatbin_entries
-from tests.conftest import REPO, inventory_with, mpicluster, start_local_cluster
-from tests.seed import seed_cache, seed_gpu_sources
+from tests.conftest import REPO, mpicluster, start_local_cluster
 
 pytestmark = pytest.mark.cluster
-
-NAME, SUBNET = "pytest-build", "192.168.67.0/24"
-PREFIX = "/opt/mpicluster"
-
-
-@dataclass(frozen=True)
-class Variant:
-    openmpi: str
-    cuda: bool = True
-    full_nccl: bool = False
-
-    @property
-    def local_options(self) -> tuple[str, ...]:
-        return ("--cuda",) if self.cuda else ()
-
-
-VARIANTS = [
-    pytest.param(Variant("5.0.7"), id="5.0.7-cuda"),
-    pytest.param(
-        Variant("4.1.4", cuda=False),
-        id="4.1.4",
-        marks=[pytest.mark.on_demand, pytest.mark.openmpi4],
-    ),
-    pytest.param(
-        Variant("5.0.7", full_nccl=True),
-        id="5.0.7-cuda-full-nccl",
-        marks=[pytest.mark.on_demand, pytest.mark.nccl_full],
-    ),
-]
-
-
-def with_stack(
-    generated: Path, target: Path, variant: Variant, openmpi: dict, cache: Path, artifacts: Path
-) -> Path:
-    """The generated inventory's stack (with `--cuda`: gpus_present, cuda_archs, only_funcs)
-    with Open MPI from the seeded cache."""
-    stack = yaml.safe_load(generated.read_text())["stack"]
-    stack["openmpi"] = openmpi
-    if variant.full_nccl:
-        stack["nccl"].pop("only_funcs")
-    return inventory_with(
-        generated,
-        target,
-        stack=stack,
-        sources={"cache": str(cache), "artifacts": str(artifacts)},
-    )
-
-
-@pytest.fixture(scope="module", params=VARIANTS)
-def build(request, tmp_path_factory):
-    variant: Variant = request.param
-    work = tmp_path_factory.mktemp("build")
-    cache, artifacts = work / "sources", work / "artifacts"
-    openmpi = seed_cache(cache, variant.openmpi)
-    if variant.cuda:
-        seed_gpu_sources(cache)
-    generated = work / "generated.yaml"
-    mpicluster("local", "down", "--name", NAME, check=False)
-    cluster = start_local_cluster(NAME, 3, SUBNET, generated, *variant.local_options)
-    inventory = work / "source.yaml"
-
-    def write_inventory() -> Path:
-        return with_stack(generated, inventory, variant, openmpi, cache, artifacts)
-
-    write_inventory()
-    yield {
-        "cluster": cluster,
-        "inventory": inventory,
-        "openmpi": openmpi,
-        "variant": variant,
-        "work": work,
-        "artifacts": artifacts,
-        "rewrite": write_inventory,
-        "generated": generated,
-    }
-    mpicluster("local", "down", "--name", NAME, check=False)
 
 
 def on_path(cluster, node: str) -> str:

@@ -10,6 +10,7 @@ can link PyTorch to the NCCL `up` built; NCCL and nccl-tests come from ../shared
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,7 @@ def built(tmp_path_factory):
         sources={"cache": str(cache), "artifacts": str(artifacts)},
     )
     done = mpicluster("up", str(inventory), "--json", check=False, timeout=5400)
+    sys.stderr.write(done.stderr[-4000:])  # its timings, shown with pytest -s
     yield {"cluster": cluster, "inventory": inventory, "up": done}
     mpicluster("local", "down", "--name", NAME, check=False)
 

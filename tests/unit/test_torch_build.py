@@ -104,7 +104,7 @@ def test_pytorch_options_are_validated_and_enter_the_fingerprint():
         "stack: {horovod: {enabled: false}, pytorch: {enabled: false}}\n"
     )
     assert sources.torch_requirement(alone) is None
-    assert wheels.requirements(False, None) == wheels.BUILD_REQUIREMENTS
+    assert wheels.requirements(False, None) == [*wheels.BUILD_REQUIREMENTS, "py-spy"]
     facts = CUDA_FACTS | {"gpus": H100}
     wheel, stack = _inventory("{cuda: true}"), _inventory("{cuda: true, nccl: stack}")
     platform = platform_of(facts, wheel, 8)

@@ -1,0 +1,316 @@
+"""`mpicluster run`: start a job on the head node, stream its output, stop it cleanly.
+
+The control machine only starts the job and relays it: mpirun runs on the head node
+(the first of the inventory's nodes, or of --hosts) under mpicluster's launcher
+(remote/launcher.py), reached over the inventory's SSH settings, and launches the
+ranks over the cluster's own trust. Ctrl-C here (or SIGTERM) tells the launcher to
+stop the job; if this machine goes away, the launcher stops it too.
+
+Nothing here prints: output lines and progress go to callbacks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from mpicluster import launch, layout, remote, sync, transport
+from mpicluster.errors import MpiclusterError
+from mpicluster.hang import HangReport
+from mpicluster.inventory import Inventory, Node
+from mpicluster.launch import HeadFacts, Launch, RunOptions
+
+TAIL = 10  # lines kept per rank for the failure report
+STOP_WAIT = 30.0  # how long a stopped job may take to end before the channel is closed
+HUNG = 124  # the exit code of a job stopped by --hang-timeout (as timeout(1)'s)
+FAILED_RANK = (
+    re.compile(r"MPI_ABORT was invoked on rank (\d+)"),
+    re.compile(r"rank (\d+) with PID \d+ on node \S+ exited on signal"),
+    re.compile(r"Process name:\s*\[.*?(\d+)\]\s*$"),
+)
+
+#: (rank, its node) or (None, None) for the launcher's own lines, stream, text
+OnLine = Callable[[int | None, str | None, str, str], None]
+Progress = Callable[[str], None]
+
+
+@dataclass
+class HangWatch:
+    """What to do when the job prints nothing for `timeout` seconds: read every rank's
+    stack (`inspect`), hand the report to `on_report`, then stop the job or keep it."""
+
+    timeout: float
+    inspect: Callable[[str], HangReport]  # job id -> report
+    on_report: Callable[[HangReport], None]
+    stop: bool = True
+
+
+@dataclass
+class JobResult:
+    exit_code: int
+    command: str
+    ranks: int
+    seconds: float
+    stopped: bool = False
+    failed_rank: int | None = None
+    failed_node: str | None = None
+    tail: list[str] = field(default_factory=list)  # the failed rank's last lines
+    hang: HangReport | None = None  # the last hang report, when there was one
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def to_dict(self) -> dict:
+        hang = self.hang.to_dict() if self.hang else None
+        return self.__dict__ | {"ok": self.ok, "hang": hang}
+
+
+def head_node(inventory: Inventory, options: RunOptions) -> Node:
+    """Where mpirun runs: the first node of --hosts, else the inventory's first."""
+    launch.check_hosts(inventory, options.hosts)
+    if options.hosts:
+        return next(n for n in inventory.nodes if n.name == options.hosts[0])
+    return inventory.nodes[0]
+
+
+def sync_nodes(
+    inventory: Inventory,
+    options: RunOptions,
+    source: Path,
+    to: str | None,
+    progress: Progress,
+) -> sync.SyncResult:
+    """The job's folder on every node it runs on (the head first, then the others)."""
+    head = head_node(inventory, options)
+    chosen = set(options.hosts) if options.hosts else {n.name for n in inventory.nodes}
+    others = [n for n in inventory.nodes if n.name in chosen and n.name != head.name]
+    destination = sync.destination_for(source, to)
+    return sync.sync_tree(inventory, source, destination, head, others, progress)
+
+
+#: A free TCP port on the head, for PyTorch's rendezvous.
+FREE_PORT = (
+    'import os, socket; s = socket.socket(); s.bind(("", 0)); '
+    'os.write(1, b"%d" % s.getsockname()[1])'
+)
+#: One round trip before the launch: the head's hostfile, its mpirun, a free port for
+#: PyTorch's rendezvous, the user.
+FACTS_COMMAND = (
+    f"cat {layout.HOSTFILE} 2>/dev/null; echo @@; mpirun --version 2>&1 | head -n 3; echo @@; "
+    f"{remote.PYTHON} -c " + shlex.quote(FREE_PORT) + "; echo; echo @@; id -un"
+)
+
+
+def parse_head_facts(text: str) -> HeadFacts:
+    parts = text.split("@@\n")
+    if len(parts) != 4:
+        raise MpiclusterError("the head node's answer was cut short", hint="run mpicluster doctor")
+    slots = {}
+    for line in parts[0].splitlines():
+        match = re.match(r"^\s*(\S+)\s+slots=(\d+)", line)
+        if match:
+            slots[match.group(1)] = int(match.group(2))
+    if not slots:
+        raise MpiclusterError(
+            f"the head node has no hostfile at {layout.HOSTFILE}",
+            hint="run `mpicluster up INVENTORY` first",
+        )
+    version = re.search(r"\(Open MPI\)\s*(\d+)\.|Open MPI\D*(\d+)\.", parts[1])
+    if not version:
+        first = parts[1].strip().splitlines()[0] if parts[1].strip() else "no output"
+        raise MpiclusterError(
+            f"the head node's mpirun is not Open MPI ({first[:80]})",
+            hint="run `mpicluster doctor INVENTORY`",
+        )
+    major = int(version.group(1) or version.group(2))
+    return HeadFacts(slots, major, int(parts[2].strip() or 0), parts[3].strip())
+
+
+def remote_command(plan: Launch, cwd: str | None) -> str:
+    spec = {"argv": plan.argv, "env": plan.env, "cwd": cwd}
+    encoded = base64.b64encode(json.dumps(spec).encode()).decode()
+    # not on stdin (remote.script): the launcher's stdin is the control channel
+    return f"{remote.PYTHON} -c {shlex.quote(remote.source('launcher'))} {encoded}"
+
+
+def failed_rank(lines: list[str]) -> int | None:
+    for pattern in FAILED_RANK:
+        for line in lines:
+            match = pattern.search(line)
+            if match:
+                return int(match.group(1))
+    return None
+
+
+class _Streams:
+    """Reassembles the ranks' lines from Open MPI's tagged output, keeps each rank's last
+    lines and the launcher's own (mpirun's messages).
+
+    Open MPI tags each chunk a rank writes, not each line: a line Python writes unbuffered
+    in two pieces arrives as `[1,0]<stdout>:a[1,2]<stdout>:x[1,0]<stdout>: b` (4.x puts
+    no space after the tag; `sep` is what the series puts there). A rank's text is held
+    until its newline.
+    """
+
+    def __init__(
+        self, on_line: OnLine, node_of: Callable[[int], str | None], sep: str = ""
+    ) -> None:
+        self.on_line = on_line
+        self.node_of = node_of
+        self.tag = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:" + re.escape(sep))
+        self.partial = {"stdout": b"", "stderr": b""}
+        self.open: dict[tuple[int | None, str], str] = {}  # (rank, stream) -> text so far
+        self.tails: dict[int, deque[str]] = {}
+        self.untagged: list[str] = []
+        self.raised: list[int] = []  # ranks that printed a Python traceback, in order
+
+    def feed(self, stream: str, data: bytes) -> None:
+        data = self.partial[stream] + data
+        *lines, self.partial[stream] = data.split(b"\n")
+        for raw in lines:
+            self._raw_line(stream, raw.decode("utf-8", "replace"))
+
+    def flush(self) -> None:
+        for stream, rest in self.partial.items():
+            if rest:
+                self._raw_line(stream, rest.decode("utf-8", "replace"))
+            self.partial[stream] = b""
+        for (rank, stream), text in list(self.open.items()):
+            if text:
+                self._emit(rank, stream, text)
+        self.open.clear()
+
+    def _raw_line(self, stream: str, raw: str) -> None:
+        """One newline-ended piece of the channel: chunks of one or more ranks; the
+        newline ends the last chunk's line."""
+        pieces: list[tuple[int | None, str, str]] = []
+        at, key = 0, (None, stream)
+        for match in self.tag.finditer(raw):
+            if match.start() > at:
+                pieces.append((*key, raw[at : match.start()]))
+            key = (int(match.group(1)), match.group(2))
+            at = match.end()
+        pieces.append((*key, raw[at:]))
+        *continued, (rank, kind, last) = pieces
+        for r, k, text in continued:
+            self.open[(r, k)] = self.open.get((r, k), "") + text
+        self._emit(rank, kind, self.open.pop((rank, kind), "") + last)
+
+    def _emit(self, rank: int | None, stream: str, text: str) -> None:
+        if rank is None:
+            self.untagged.append(text)
+            self.on_line(None, None, stream, text)
+            return
+        self.tails.setdefault(rank, deque(maxlen=TAIL)).append(text)
+        if text.startswith("Traceback (most recent call last)") and rank not in self.raised:
+            self.raised.append(rank)
+        self.on_line(rank, self.node_of(rank), stream, text)
+
+
+def run_job(
+    inventory: Inventory,
+    options: RunOptions,
+    control_env: Mapping[str, str],
+    on_line: OnLine,
+    progress: Progress,
+    *,
+    cwd: str | None = None,
+    dry_run: bool = False,
+    hang: HangWatch | None = None,
+) -> JobResult:
+    launch.validate(inventory, options, control_env)
+    head = head_node(inventory, options)
+    ssh = inventory.node_ssh(head)
+    started = time.monotonic()
+    try:
+        conn = transport.connect(ssh)
+    except Exception as exc:  # every failure to connect is a one-line error
+        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
+    try:
+        _, out, _ = transport.run_command(conn.client, FACTS_COMMAND, 30)
+        facts = parse_head_facts(out)
+        job_id = "" if dry_run else uuid.uuid4().hex[:12]
+        plan = launch.build(inventory, options, facts, control_env, job_id=job_id)
+        if dry_run:
+            return JobResult(0, plan.command(), plan.ranks, time.monotonic() - started)
+        progress(
+            f"Running on {plan.ranks} rank(s): "
+            + ", ".join(f"{n} x{c}" for n, c in plan.placement.items())
+        )
+        return _stream(conn.client, plan, cwd, on_line, started, hang, job_id)
+    except (paramiko.SSHException, OSError, TimeoutError) as exc:
+        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
+    finally:
+        transport.close(conn)
+
+
+def _stream(
+    client: paramiko.SSHClient,
+    plan: Launch,
+    cwd: str | None,
+    on_line: OnLine,
+    started: float,
+    hang: HangWatch | None = None,
+    job_id: str = "",
+) -> JobResult:
+    channel = client.get_transport().open_session()
+    channel.exec_command(remote_command(plan, cwd))
+    streams = _Streams(on_line, plan.node_of, " " if plan.mpi_major >= 5 else "")
+    stopped, stop_deadline = False, None
+    hung, report, quiet_since = False, None, time.monotonic()
+    while True:
+        try:
+            if channel.recv_ready():
+                streams.feed("stdout", channel.recv(65536))
+                quiet_since = time.monotonic()
+            elif channel.recv_stderr_ready():
+                streams.feed("stderr", channel.recv_stderr(65536))
+                quiet_since = time.monotonic()
+            elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
+                break
+            elif stop_deadline and time.monotonic() > stop_deadline:
+                channel.close()  # the launcher sees its stdin end and kills the job
+                break
+            elif hang and not stop_deadline and time.monotonic() - quiet_since > hang.timeout:
+                report = hang.inspect(job_id)
+                hang.on_report(report)
+                quiet_since = time.monotonic()  # keep: report again after another quiet spell
+                if hang.stop:
+                    hung, stop_deadline = True, time.monotonic() + STOP_WAIT
+                    channel.sendall(b"stop\n")
+            else:
+                channel.status_event.wait(0.02)
+        except KeyboardInterrupt:
+            if stopped:  # a second Ctrl-C: stop waiting
+                channel.close()
+                break
+            stopped, stop_deadline = True, time.monotonic() + STOP_WAIT
+            channel.sendall(b"stop\n")
+    streams.flush()
+    code = channel.recv_exit_status() if channel.exit_status_ready() else 130
+    if hung:
+        code = HUNG
+    elif stopped:
+        code = 130
+    result = JobResult(code, plan.command(), plan.ranks, time.monotonic() - started, stopped)
+    result.hang = report
+    if code != 0 and not stopped and not hung:
+        rank = failed_rank(streams.untagged)
+        if rank is None and streams.raised:
+            rank = streams.raised[0]
+        if rank is not None:
+            result.failed_rank = rank
+            result.failed_node = plan.node_of(rank)
+            result.tail = list(streams.tails.get(rank, ()))
+    return result

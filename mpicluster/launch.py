@@ -1,0 +1,253 @@
+"""What `mpicluster run` starts on the head node: the mpirun (or per-node torchrun)
+command line, decided here from the inventory, the user's options and what the head
+reported (its hostfile's slots, its Open MPI series, a free port).
+
+Placement is always explicit (`--host name:count,...`, `-np`, `--map-by slot` unless the
+user maps otherwise), so which rank runs on which node is known here: failures name the
+node, and `--torch` gives every rank its node's index without asking the MPI.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mpicluster.errors import UsageError
+from mpicluster.inventory import Inventory
+
+Launcher = Literal["mpirun", "torchrun"]
+
+#: Variables of the control machine's environment that every rank gets, as DeepSpeed's
+#: launcher does (NCCL's settings and Python's), except those that would break the
+#: nodes' own Python.
+PASS_PREFIXES = ("NCCL_", "PYTHON")
+PASS_NEVER = frozenset({"PYTHONHOME", "PYTHONEXECUTABLE", "PYTHONPYCACHEPREFIX"})
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PYTHONS = ("python", "python3")
+
+#: Sets PyTorch's variables from Open MPI's in every rank, then runs the program.
+#: NODE_RANK: the rank's node, from the ranks per node (placed by slot, in order).
+TORCH_WRAPPER = (
+    "r=$OMPI_COMM_WORLD_RANK; n=0; "
+    "for c in $MPICLUSTER_RANKS_PER_NODE; do [ $r -lt $c ] && break; r=$((r - c)); "
+    "n=$((n + 1)); done; "
+    "export RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE "
+    "LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK LOCAL_WORLD_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE "
+    'NODE_RANK=$n GROUP_RANK=$n; exec "$@"'
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    program: tuple[str, ...]
+    np: int | None = None
+    per_node: int | None = None
+    hosts: tuple[str, ...] = ()
+    map_by: str | None = None
+    env: tuple[str, ...] = ()  # NAME (from the control machine) or NAME=VALUE
+    env_file: dict[str, str] = field(default_factory=dict)
+    torch: bool = False
+    launcher: Launcher = "mpirun"
+    debug: bool = False
+    mpi4py: bool = True  # run Python programs under `-m mpi4py` (an exception aborts all)
+
+
+@dataclass(frozen=True)
+class HeadFacts:
+    """What the head node reported before the launch."""
+
+    slots: dict[str, int]  # its hostfile: node name -> slots, in order
+    mpi_major: int
+    free_port: int
+    user: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]  # exported to every rank (mpirun -x)
+    placement: dict[str, int]  # node -> ranks (or torchrun processes) on it, in order
+    ranks: int
+    mpi_major: int = 5
+
+    def node_of(self, rank: int) -> str | None:
+        """The node a rank runs on (ranks fill nodes in order)."""
+        for node, count in self.placement.items():
+            if rank < count:
+                return node
+            rank -= count
+        return None
+
+    def command(self) -> str:
+        """The command line a user could run by hand on the head."""
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        line = " ".join(shlex.quote(part) for part in self.argv)
+        return f"env {exports} {line}" if exports else line
+
+
+def parse_env_file(text: str, source: str) -> dict[str, str]:
+    """NAME=VALUE lines; blank lines and # comments are skipped; `export ` is allowed."""
+    found = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = line.removeprefix("export ").strip()
+        name, sep, value = line.partition("=")
+        if not sep or not ENV_NAME.match(name.strip()):
+            raise UsageError(f"{source}:{number}: not NAME=VALUE: {raw.strip()!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        found[name.strip()] = value
+    return found
+
+
+def rank_environment(
+    options: RunOptions, control_env: Mapping[str, str], network_interface: str | None
+) -> dict[str, str]:
+    """What every rank gets beyond the cluster's own environment (/etc/environment)."""
+    env = {
+        k: v for k, v in control_env.items() if k.startswith(PASS_PREFIXES) and k not in PASS_NEVER
+    }
+    env.setdefault("PYTHONUNBUFFERED", "1")  # ranks' output live, not at exit
+    if network_interface:
+        env["NCCL_SOCKET_IFNAME"] = network_interface
+    env.update(options.env_file)
+    for item in options.env:
+        name, sep, value = item.partition("=")
+        if not ENV_NAME.match(name):
+            raise UsageError(f"--env {item!r}: not NAME or NAME=VALUE")
+        if not sep:
+            if name not in control_env:
+                raise UsageError(f"--env {name}: not set here (give NAME=VALUE)")
+            value = control_env[name]
+        env[name] = value
+    if options.debug:
+        env["NCCL_DEBUG"] = "INFO"
+    return env
+
+
+def check_hosts(inventory: Inventory, hosts: tuple[str, ...]) -> None:
+    names = [n.name for n in inventory.nodes]
+    unknown = [h for h in hosts if h not in names]
+    if unknown:
+        raise UsageError(f"--hosts: no node {unknown[0]!r} in the inventory ({', '.join(names)})")
+    if len(set(hosts)) != len(hosts):
+        raise UsageError("--hosts names a node twice")
+
+
+def placement(inventory: Inventory, options: RunOptions, slots: Mapping[str, int]) -> dict:
+    """Ranks per node: every slot of the chosen nodes, or --per-node each, cut to -np."""
+    check_hosts(inventory, options.hosts)
+    names = [n.name for n in inventory.nodes]
+    chosen = list(options.hosts) or [n for n in names if n in slots]
+    missing = [h for h in chosen if h not in slots]
+    if missing:
+        raise UsageError(
+            f"{missing[0]} is not in the head node's hostfile: run `mpicluster up` first"
+        )
+    if options.launcher == "torchrun":
+        per_node = dict.fromkeys(chosen, 1)
+    elif options.per_node:
+        per_node = dict.fromkeys(chosen, options.per_node)
+    else:
+        per_node = {h: slots[h] for h in chosen}
+    total = sum(per_node.values())
+    if options.np is None or options.launcher == "torchrun":
+        return per_node
+    if options.np > total:
+        raise UsageError(
+            f"-np {options.np} is more than the {total} slot(s) of {', '.join(chosen)} "
+            "(give --per-node to place more ranks per node)"
+        )
+    left, result = options.np, {}
+    for host, count in per_node.items():
+        if left == 0:
+            break
+        result[host] = min(count, left)
+        left -= result[host]
+    return result
+
+
+def program_argv(options: RunOptions) -> list[str]:
+    """The user's program; a Python one under `-m mpi4py`, so that an uncaught exception
+    in any rank aborts the whole job instead of leaving the others waiting."""
+    program = list(options.program)
+    if not options.mpi4py or options.launcher == "torchrun":
+        return program
+    first = program[0].rsplit("/", 1)[-1]
+    if first in PYTHONS and len(program) > 1 and not program[1].startswith("-"):
+        return [program[0], "-m", "mpi4py", *program[1:]]
+    if first in PYTHONS and len(program) > 2 and program[1] in ("-m", "-c"):
+        return [program[0], "-m", "mpi4py", *program[1:]]
+    if program[0].endswith(".py"):
+        return ["python", "-m", "mpi4py", *program]
+    return program
+
+
+def validate(inventory: Inventory, options: RunOptions, control_env: Mapping[str, str]) -> None:
+    """What can be judged before reaching the head node (UsageError for each)."""
+    if not options.program:
+        raise UsageError("no program to run: give it after --, e.g. -- python train.py")
+    if options.np is not None and options.np < 1:
+        raise UsageError("-np must be at least 1")
+    if options.per_node is not None and options.per_node < 1:
+        raise UsageError("--per-node must be at least 1")
+    if options.launcher == "torchrun" and options.np is not None:
+        raise UsageError("-np is for the mpirun launcher; torchrun takes --per-node")
+    check_hosts(inventory, options.hosts)
+    rank_environment(options, control_env, inventory.network.interface)
+
+
+def build(
+    inventory: Inventory,
+    options: RunOptions,
+    head: HeadFacts,
+    control_env: Mapping[str, str],
+    *,
+    job_id: str = "",
+) -> Launch:
+    validate(inventory, options, control_env)
+    where = placement(inventory, options, head.slots)
+    env = rank_environment(options, control_env, inventory.network.interface)
+    if job_id:  # finds the job's processes on the nodes (the hang report)
+        env["MPICLUSTER_JOB"] = job_id
+    hosts = ",".join(f"{name}:{count}" for name, count in where.items())
+    ranks = sum(where.values())
+    argv = ["mpirun", "--host", hosts, "-np", str(ranks)]
+    default_map = "ppr:1:node" if options.launcher == "torchrun" else "slot"
+    argv += ["--map-by", options.map_by or default_map]
+    if head.user == "root":
+        argv.append("--allow-run-as-root")
+    argv += ["--output", "tag"] if head.mpi_major >= 5 else ["--tag-output"]
+    first = next(iter(where))
+    if options.torch or options.launcher == "torchrun":
+        env.setdefault("MASTER_ADDR", first)
+        env.setdefault("MASTER_PORT", str(head.free_port))
+    for name in env:
+        argv += ["-x", name]
+    if options.launcher == "torchrun":
+        per_node = options.per_node or min(head.slots[h] for h in where)
+        torchrun = [
+            "torchrun",
+            "--nnodes",
+            str(len(where)),
+            "--nproc-per-node",
+            str(per_node),
+            "--master-addr",
+            env["MASTER_ADDR"],
+            "--master-port",
+            env["MASTER_PORT"],
+        ]
+        # one torchrun per node; its node rank is its MPI rank, known only on the node
+        script = f'exec {shlex.join(torchrun)} --node-rank "$OMPI_COMM_WORLD_RANK" "$@"'
+        argv += ["sh", "-c", script, "sh", *options.program]
+        return Launch(argv, env, where, ranks, head.mpi_major)
+    if options.torch:
+        env["MPICLUSTER_RANKS_PER_NODE"] = " ".join(str(c) for c in where.values())
+        argv += ["-x", "MPICLUSTER_RANKS_PER_NODE", "sh", "-c", TORCH_WRAPPER, "sh"]
+    return Launch([*argv, *program_argv(options)], env, where, ranks, head.mpi_major)

@@ -1,0 +1,87 @@
+"""How `mpicluster run` shows a job: its lines as they come, then how it ended."""
+
+from __future__ import annotations
+
+import sys
+
+from mpicluster.hang import HangReport
+from mpicluster.job import JobResult
+from mpicluster.render.display import Display
+from mpicluster.sync import SyncResult
+
+
+class LinePrinter:
+    """Writes each rank's line to this process's stdout or stderr, as the rank did;
+    with `tag`, prefixed by `[rank node]`; `stdout_to_stderr` keeps stdout for JSON."""
+
+    def __init__(self, *, tag: bool = False, stdout_to_stderr: bool = False) -> None:
+        self.tag = tag
+        self.stdout_to_stderr = stdout_to_stderr
+
+    def line(self, rank: int | None, node: str | None, stream: str, text: str) -> None:
+        out = sys.stderr if stream == "stderr" or self.stdout_to_stderr else sys.stdout
+        if self.tag and rank is not None:
+            text = f"[{rank} {node or '?'}] {text}"
+        out.write(text + "\n")
+        out.flush()
+
+
+def show_result(
+    display: Display, result: JobResult, synced: SyncResult | None = None, *, as_json: bool = False
+) -> None:
+    if as_json:
+        display.json(result.to_dict() | {"sync": synced.to_dict() if synced else None})
+        return
+    if result.hang is not None and result.exit_code == 124:
+        display.failure(f"stopped: the job hung ({result.seconds:.1f} s), exit 124")
+        return
+    if result.stopped:
+        display.warning(
+            f"stopped: the job's {result.ranks} rank(s) were ended ({result.seconds:.1f} s)"
+        )
+        return
+    if result.ok:
+        display.success(f"job done: {result.ranks} rank(s), exit 0, {result.seconds:.1f} s")
+        return
+    if result.failed_rank is None:
+        display.failure(f"job failed with exit code {result.exit_code} ({result.seconds:.1f} s)")
+        return
+    display.failure(
+        f"rank {result.failed_rank} on {result.failed_node or '?'} failed: the job ended with "
+        f"exit code {result.exit_code} after {result.seconds:.1f} s"
+    )
+    if result.tail:
+        display.detail(f"last lines of rank {result.failed_rank}:")
+        for line in result.tail:
+            display.detail(f"  {line}")
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def show_hang(display: Display, report: HangReport, quiet: float | None) -> None:
+    """Where every rank is, grouped; the ranks that are not where most are, named."""
+    head = f"no output for {quiet:.0f} s: " if quiet else ""
+    if not report.ranks:
+        display.warning(f"{head}no rank of an mpicluster job found on the nodes")
+    else:
+        display.warning(f"{head}where the job's {len(report.ranks)} rank(s) are (py-spy):")
+    for group in report.groups:
+        display.detail(
+            f"  {_ranks(group.ranks)} ({', '.join(group.nodes)}): in {group.where}, "
+            f"from {group.caller}"
+        )
+    for state in report.ranks:
+        if state.error:
+            display.detail(f"  rank {state.rank} ({state.node}): not read: {state.error}")
+    for problem in report.problems:
+        display.detail(f"  {problem}")
+    if report.odd:
+        big = report.groups[0]
+        odd = [s for s in report.ranks if s.rank in report.odd]
+        where = ", ".join(f"{s.rank} on {s.node} at {s.caller}" for s in odd)
+        display.failure(
+            f"{_ranks(report.odd)} not where the other {len(big.ranks)} wait "
+            f"({big.where}, from {big.caller}): {where}"
+        )

@@ -1,0 +1,91 @@
+"""The cluster with the from-source stack that several modules test: built by
+test_stack_build.py (in CI on `local up --cuda` nodes), then used by test_stack_run.py.
+Session-scoped, one per variant, so the stack is built once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import inventory_with, mpicluster, start_local_cluster
+from tests.seed import seed_cache, seed_gpu_sources
+
+NAME, SUBNET = "pytest-build", "192.168.67.0/24"
+PREFIX = "/opt/mpicluster"
+
+
+@dataclass(frozen=True)
+class Variant:
+    openmpi: str
+    cuda: bool = True
+    full_nccl: bool = False
+
+    @property
+    def local_options(self) -> tuple[str, ...]:
+        return ("--cuda",) if self.cuda else ()
+
+
+VARIANTS = [
+    pytest.param(Variant("5.0.7"), id="5.0.7-cuda"),
+    pytest.param(
+        Variant("4.1.4", cuda=False),
+        id="4.1.4",
+        marks=[pytest.mark.on_demand, pytest.mark.openmpi4],
+    ),
+    pytest.param(
+        Variant("5.0.7", full_nccl=True),
+        id="5.0.7-cuda-full-nccl",
+        marks=[pytest.mark.on_demand, pytest.mark.nccl_full],
+    ),
+]
+
+
+def with_stack(
+    generated: Path, target: Path, variant: Variant, openmpi: dict, cache: Path, artifacts: Path
+) -> Path:
+    """The generated inventory's stack (with `--cuda`: gpus_present, cuda_archs, only_funcs)
+    with Open MPI from the seeded cache."""
+    stack = yaml.safe_load(generated.read_text())["stack"]
+    stack["openmpi"] = openmpi
+    if variant.full_nccl:
+        stack["nccl"].pop("only_funcs")
+    return inventory_with(
+        generated,
+        target,
+        stack=stack,
+        sources={"cache": str(cache), "artifacts": str(artifacts)},
+    )
+
+
+@pytest.fixture(scope="session", params=VARIANTS)
+def build(request, tmp_path_factory):
+    variant: Variant = request.param
+    work = tmp_path_factory.mktemp("build")
+    cache, artifacts = work / "sources", work / "artifacts"
+    openmpi = seed_cache(cache, variant.openmpi)
+    if variant.cuda:
+        seed_gpu_sources(cache)
+    generated = work / "generated.yaml"
+    mpicluster("local", "down", "--name", NAME, check=False)
+    cluster = start_local_cluster(NAME, 3, SUBNET, generated, *variant.local_options)
+    inventory = work / "source.yaml"
+
+    def write_inventory() -> Path:
+        return with_stack(generated, inventory, variant, openmpi, cache, artifacts)
+
+    write_inventory()
+    yield {
+        "cluster": cluster,
+        "inventory": inventory,
+        "openmpi": openmpi,
+        "variant": variant,
+        "work": work,
+        "artifacts": artifacts,
+        "rewrite": write_inventory,
+        "generated": generated,
+    }
+    mpicluster("local", "down", "--name", NAME, check=False)

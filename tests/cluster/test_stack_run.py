@@ -1,0 +1,236 @@
+"""`mpicluster run` on the cluster test_stack_build.py built (the session's `build`):
+examples across every node, PyTorch under both launchers with the same program, a
+failing rank, Ctrl-C, --sync and bad options. Run alone, its fixture runs `up` first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.conftest import REPO, mpicluster
+
+pytestmark = pytest.mark.cluster
+
+EXAMPLES = str(REPO / "examples")
+MPICLUSTER_RUN = (sys.executable, "-m", "mpicluster", "run")
+KEEP_HUNG = ("--hang-timeout", "8", "--keep-hung")
+RAISES = (
+    "import time\n"
+    "from mpi4py import MPI\n"
+    "comm = MPI.COMM_WORLD\n"
+    "print('rank', comm.rank, 'started')\n"
+    "comm.Barrier()\n"
+    "if comm.rank == 1:\n"
+    "    raise ValueError('rank one is broken')\n"
+    "comm.Barrier()\n"
+)
+
+#: Rank 1 never reaches the barrier the others wait in.
+HANGS = (
+    "import time\n"
+    "from mpi4py import MPI\n"
+    "comm = MPI.COMM_WORLD\n"
+    "print('rank', comm.rank, 'ready', flush=True)\n"
+    "if comm.rank == 1:\n"
+    "    time.sleep(900)\n"
+    "comm.Barrier()\n"
+)
+
+
+@pytest.fixture(scope="module")
+def ready(build):
+    done = mpicluster("up", str(build["inventory"]), check=False, timeout=3600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    from mpicluster.inventory import load_inventory
+
+    build["nodes"] = [n.name for n in load_inventory(build["inventory"]).nodes]
+    return build
+
+
+def run(ready, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return mpicluster("run", str(ready["inventory"]), *args, check=False, timeout=timeout)
+
+
+def test_the_mpi_example_runs_on_every_node(ready):
+    done = run(ready, "--sync", EXAMPLES, "--", "python", "mpi_demo.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    nodes = ready["nodes"]
+    assert f"{len(nodes)} rank(s) on {len(nodes)} node(s): {', '.join(nodes)}" in done.stdout
+    assert "ring ok: True" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [["--torch", "--", "python", "ddp_train.py"], ["--launcher", "torchrun", "--", "ddp_train.py"]],
+    ids=["torch", "torchrun"],
+)
+def test_the_ddp_example_runs_unchanged_under_both_launchers(ready, launch):
+    done = run(ready, "--sync", EXAMPLES, *launch)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"{len(ready['nodes'])} rank(s), gloo: loss" in done.stdout
+    assert "replicas equal: True" in done.stdout
+
+
+def test_the_horovod_example_trains_across_every_node(ready):
+    done = run(ready, "--sync", EXAMPLES, "--", "python", "horovod_train.py")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"{len(ready['nodes'])} rank(s), Horovod: loss" in done.stdout
+    assert "replicas equal: True" in done.stdout
+
+
+def test_a_rank_that_raises_ends_the_job_within_seconds_and_is_named(ready):
+    started = time.monotonic()
+    done = run(ready, "--", "python", "-c", RAISES)
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0
+    assert elapsed < 30, elapsed
+    assert "rank 1 on node2 failed" in done.stderr, done.stderr[-3000:]
+    assert "ValueError: rank one is broken" in done.stderr
+
+
+def test_ctrl_c_stops_every_rank_on_every_node(ready):
+    marker = f"run-marker-{os.getpid()}"
+    program = "import time; print('up', flush=True); time.sleep(900)"
+    proc = subprocess.Popen(
+        [*MPICLUSTER_RUN, str(ready["inventory"]), "--", "python", "-c", program, marker],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    ups = threading.Semaphore(0)
+
+    def watch() -> None:
+        for line in proc.stdout:
+            if line.strip() == "up":
+                ups.release()
+
+    threading.Thread(target=watch, daemon=True).start()
+    for _ in ready["nodes"]:
+        assert ups.acquire(timeout=120), proc.stderr.read() if proc.poll() is not None else ""
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does to the whole command
+    assert proc.wait(60) == 130
+    assert "stopped" in proc.stderr.read()
+    cluster = ready["cluster"]
+    pattern = f"[{marker[0]}]{marker[1:]}"  # does not match pgrep's own command line
+    for node in ready["nodes"]:
+        left = cluster.ssh(
+            node, f"pgrep -f '{pattern}'; pgrep -x prted; pgrep -x orted; true"
+        ).stdout.split()
+        assert left == [], f"{node}: processes left: {left}"
+
+
+def test_a_hung_job_is_stopped_and_the_rank_missing_from_the_collective_named(ready):
+    others = len(ready["nodes"]) - 1
+    started = time.monotonic()
+    done = run(ready, "--hang-timeout", "10", "--", "python", "-c", HANGS, timeout=240)
+    assert done.returncode == 124, done.stderr[-3000:]
+    assert time.monotonic() - started < 90
+    report = done.stderr
+    assert f"no output for 10 s: where the job's {others + 1} rank(s) are (py-spy)" in report
+    assert f"rank 1 not where the other {others} wait (<module> (<string>:7)" in report, report
+    assert "1 on node2 at <string>:6 in <module>" in report
+    assert "stopped: the job hung" in report
+
+
+def test_a_hung_job_kept_can_be_inspected_then_stopped(ready):
+    proc = subprocess.Popen(
+        [*MPICLUSTER_RUN, str(ready["inventory"]), *KEEP_HUNG, "--", "python", "-c", HANGS],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    reported = threading.Event()
+    lines: list[str] = []
+
+    def watch() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "not where the other" in line:
+                reported.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        assert reported.wait(120), "".join(lines[-40:])
+        assert proc.poll() is None  # kept
+        seen = run(ready, "--inspect", "--json")
+        assert seen.returncode == 0, seen.stderr[-2000:]
+        report = json.loads(seen.stdout)
+        assert [r["rank"] for r in report["ranks"]] == list(range(len(ready["nodes"])))
+        assert report["odd"] == [1]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(60) == 130
+
+
+def test_sync_copies_a_tree_and_a_second_run_copies_nothing(ready, tmp_path):
+    tree = tmp_path / "job"
+    (tree / "data").mkdir(parents=True)
+    (tree / "data" / "input.txt").write_text("42\n")
+    (tree / "cache").mkdir()
+    (tree / "cache" / "big.bin").write_bytes(b"\0" * 4096)
+    (tree / ".mpiclusterignore").write_text("cache/\n")
+    args = ["--sync", str(tree), "--json", "--", "sh", "-c", "cat data/input.txt; ls"]
+    first = run(ready, *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    report = json.loads(first.stdout)
+    assert report["sync"]["destination"] == "mpicluster-run/job"
+    assert set(report["sync"]["files"]) == set(ready["nodes"])
+    assert all(count == 2 for count in report["sync"]["files"].values()), report["sync"]
+    assert first.stderr.count("42") == len(ready["nodes"])  # --json: the job's output on stderr
+    assert "big.bin" not in first.stderr and "cache" not in first.stderr
+    second = run(ready, *args)
+    assert second.returncode == 0, second.stderr[-3000:]
+    again = json.loads(second.stdout)["sync"]["files"]
+    assert again == dict.fromkeys(ready["nodes"], 0)
+    last = ready["nodes"][-1]
+    listed = ready["cluster"].ssh(last, "ls -A mpicluster-run/job").stdout.split()
+    assert sorted(listed) == [".mpiclusterignore", "data"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["-np", "0", "--", "hostname"], "-np must be at least 1"),
+        (["--hosts", "node9", "--", "hostname"], "no node 'node9'"),
+        (["--launcher", "srun", "--", "hostname"], "one of mpirun, torchrun"),
+        ([], "no program to run"),
+        (["--sync", "/nonexistent/folder", "--", "hostname"], "no such folder"),
+        (["--env", "1X=2", "--", "hostname"], "not NAME or NAME=VALUE"),
+        (["-np", "99", "--", "hostname"], "more than the"),
+    ],
+)
+def test_bad_options_are_one_line_errors(ready, args, words):
+    done = run(ready, *args)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], lines
+
+
+def test_the_env_file_and_deepspeed_hostfile_serve_users_own_scripts(ready):
+    """A script started with an empty environment gets the stack from /etc/mpicluster/env."""
+    cluster, last = ready["cluster"], ready["nodes"][-1]
+    found = cluster.ssh(last, "env -i /bin/sh -c '. /etc/mpicluster/env; command -v mpirun'")
+    assert found.stdout.strip() == "/opt/mpicluster/current/bin/mpirun"
+    deepspeed = cluster.ssh(last, "cat /etc/mpicluster/hostfile.deepspeed").stdout
+    assert deepspeed == "".join(f"{n} slots=1\n" for n in ready["nodes"])
+
+
+def test_dry_run_prints_the_command_line_for_the_head(ready):
+    done = run(ready, "--dry-run", "--torch", "--", "python", "train.py")
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert " mpirun --host node1:1," in line
+    assert "--output tag" in line or "--tag-output" in line  # Open MPI 5.x / 4.x
+    assert "MASTER_ADDR=node1" in line and "python -m mpi4py train.py" in line

@@ -1,0 +1,224 @@
+"""`mpicluster run`'s command line on the head node (pure logic)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from mpicluster import job
+from mpicluster.errors import MpiclusterError, UsageError
+from mpicluster.inventory import parse_inventory
+from mpicluster.launch import (
+    TORCH_WRAPPER,
+    HeadFacts,
+    RunOptions,
+    build,
+    parse_env_file,
+    program_argv,
+)
+
+INVENTORY = parse_inventory(
+    "cluster: t\nnetwork: {interface: eth1}\n"
+    "nodes:\n  - {name: node1, slots: 2}\n  - {name: node2, slots: 2}\n"
+    "  - {name: node3, slots: 2}\n"
+)
+HEAD = HeadFacts({"node1": 2, "node2": 2, "node3": 2}, 5, 29500, "vagrant")
+
+
+def plan(*program: str, **options):
+    return build(INVENTORY, RunOptions(program=program, **options), HEAD, {})
+
+
+def test_default_is_every_slot_placed_by_slot_with_tagged_output():
+    launch = plan("hostname")
+    assert launch.argv[:8] == [
+        "mpirun",
+        "--host",
+        "node1:2,node2:2,node3:2",
+        "-np",
+        "6",
+        "--map-by",
+        "slot",
+        "--output",
+    ]
+    assert launch.argv[-1] == "hostname"
+    assert [launch.node_of(r) for r in range(6)] == ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2
+    assert launch.env == {"PYTHONUNBUFFERED": "1", "NCCL_SOCKET_IFNAME": "eth1"}
+    assert "--allow-run-as-root" not in launch.argv
+    four = build(INVENTORY, RunOptions(program=("a",)), HeadFacts(HEAD.slots, 4, 1, "root"), {})
+    assert "--tag-output" in four.argv and "--allow-run-as-root" in four.argv
+
+
+def test_np_per_node_and_hosts_place_ranks_in_order():
+    assert plan("a", np=3).placement == {"node1": 2, "node2": 1}
+    assert plan("a", per_node=1).placement == {"node1": 1, "node2": 1, "node3": 1}
+    assert plan("a", hosts=("node3", "node1"), per_node=4, np=5).placement == {
+        "node3": 4,
+        "node1": 1,
+    }
+    assert plan("a", map_by="ppr:1:core").argv[6] == "ppr:1:core"
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"np": 7}, "more than the 6 slot(s)"),
+        ({"np": 0}, "at least 1"),
+        ({"hosts": ("node9",)}, "no node 'node9'"),
+        ({"hosts": ("node1", "node1")}, "twice"),
+        ({"env": ("1BAD=x",)}, "not NAME or NAME=VALUE"),
+        ({"env": ("UNSET_HERE",)}, "not set here"),
+        ({"launcher": "torchrun", "np": 2}, "torchrun takes --per-node"),
+    ],
+)
+def test_bad_options_are_usage_errors(options, words):
+    with pytest.raises(UsageError) as exc:
+        plan("a", **options)
+    assert words in exc.value.message
+    with pytest.raises(UsageError, match="no program"):
+        plan()
+
+
+def test_environment_passes_nccl_and_python_variables_and_explicit_ones():
+    control = {"NCCL_IB_DISABLE": "1", "PYTHONPATH": "/x", "PYTHONHOME": "/bad", "HOME": "/h"}
+    launch = build(
+        INVENTORY,
+        RunOptions(program=("a",), env=("HOME", "A=1=2"), env_file={"B": "2"}, debug=True),
+        HEAD,
+        control,
+    )
+    assert launch.env == {
+        "NCCL_IB_DISABLE": "1",
+        "PYTHONPATH": "/x",
+        "PYTHONUNBUFFERED": "1",
+        "NCCL_SOCKET_IFNAME": "eth1",
+        "B": "2",
+        "HOME": "/h",
+        "A": "1=2",
+        "NCCL_DEBUG": "INFO",
+    }
+    exported = [launch.argv[i + 1] for i, a in enumerate(launch.argv) if a == "-x"]
+    assert exported == list(launch.env)
+    assert "PYTHONHOME" not in launch.command()
+    assert parse_env_file("# c\n\nexport X='a b'\nY=1\n", "f") == {"X": "a b", "Y": "1"}
+    with pytest.raises(UsageError, match="f:2: not NAME=VALUE"):
+        parse_env_file("X=1\nnonsense\n", "f")
+
+
+def test_python_programs_run_under_mpi4py():
+    run = lambda *p: program_argv(RunOptions(program=p))  # noqa: E731
+    assert run("python", "train.py", "--lr", "1") == [
+        "python",
+        "-m",
+        "mpi4py",
+        "train.py",
+        "--lr",
+        "1",
+    ]
+    assert run("train.py") == ["python", "-m", "mpi4py", "train.py"]
+    assert run("python3", "-m", "pkg.main") == ["python3", "-m", "mpi4py", "-m", "pkg.main"]
+    assert run("python", "-u", "x.py") == ["python", "-u", "x.py"]
+    assert run("./a.out") == ["./a.out"]
+
+
+def test_torch_variables_come_from_open_mpis_in_every_rank():
+    """The wrapper, run by a real shell with the variables Open MPI would set."""
+    launch = plan("python", "train.py", torch=True, hosts=("node2", "node3"), per_node=2, np=3)
+    assert launch.env["MASTER_ADDR"] == "node2" and launch.env["MASTER_PORT"] == "29500"
+    assert launch.env["MPICLUSTER_RANKS_PER_NODE"] == "2 1"
+    at = launch.argv.index(TORCH_WRAPPER)
+    assert launch.argv[at - 2 : at] == ["sh", "-c"]
+    seen = []
+    for rank, local, local_size in ((0, 0, 2), (1, 1, 2), (2, 0, 1)):
+        env = {
+            "OMPI_COMM_WORLD_RANK": str(rank),
+            "OMPI_COMM_WORLD_SIZE": "3",
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+            "OMPI_COMM_WORLD_LOCAL_SIZE": str(local_size),
+            "MPICLUSTER_RANKS_PER_NODE": "2 1",
+            "PATH": "/usr/bin:/bin",
+        }
+        printed = subprocess.run(
+            [
+                "sh",
+                "-c",
+                TORCH_WRAPPER,
+                "sh",
+                "sh",
+                "-c",
+                "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $GROUP_RANK",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        seen.append(printed)
+    assert seen == [
+        ["0", "3", "0", "2", "0", "0"],
+        ["1", "3", "1", "2", "0", "0"],
+        ["2", "3", "0", "1", "1", "1"],
+    ]
+
+
+def test_torchrun_starts_one_per_node_with_a_static_rendezvous():
+    launch = plan("train.py", "--epochs", "2", launcher="torchrun")
+    assert launch.placement == {"node1": 1, "node2": 1, "node3": 1}
+    assert launch.argv[:7] == [
+        "mpirun",
+        "--host",
+        "node1:1,node2:1,node3:1",
+        "-np",
+        "3",
+        "--map-by",
+        "ppr:1:node",
+    ]
+    script = launch.argv[launch.argv.index("-c") + 1]
+    assert script == (
+        "exec torchrun --nnodes 3 --nproc-per-node 2 --master-addr node1 --master-port 29500"
+        ' --node-rank "$OMPI_COMM_WORLD_RANK" "$@"'
+    )
+    assert launch.argv[-4:] == ["sh", "train.py", "--epochs", "2"]
+
+
+def test_head_facts_and_failure_lines_are_parsed():
+    text = "node1 slots=2\nnode2 slots=4\n@@\nmpirun (Open MPI) 5.0.7\n@@\n40123\n@@\nvagrant\n"
+    facts = job.parse_head_facts(text)
+    assert facts == HeadFacts({"node1": 2, "node2": 4}, 5, 40123, "vagrant")
+    with pytest.raises(MpiclusterError, match="no hostfile"):
+        job.parse_head_facts("@@\nmpirun (Open MPI) 5.0.7\n@@\n1\n@@\nroot\n")
+    with pytest.raises(MpiclusterError, match="not Open MPI"):
+        job.parse_head_facts("a slots=1\n@@\nHYDRA build details:\n@@\n1\n@@\nroot\n")
+    assert job.failed_rank(["  Process name: [[47089,1],2]", "  Exit code:    1"]) == 2
+    assert job.failed_rank(["   Process name: [prterun-node1-1234@1,1]"]) == 1
+    assert job.failed_rank(["MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD"]) == 3
+    assert job.failed_rank(["all fine"]) is None
+
+
+def test_output_lines_are_reassembled_from_tagged_chunks_and_each_ranks_tail_kept():
+    seen = []
+    nodes = {0: "node1", 1: "node2", 2: "node3"}
+    streams = job._Streams(lambda *a: seen.append(a), nodes.get, " ")
+    streams.feed("stdout", b"[1,0]<stdout>: hello\n[1,1]<stderr>: Traceback (most recent")
+    streams.feed("stdout", b" call last)\nmpirun says\n[1,2]<stdout>: two\n")
+    streams.flush()
+    assert seen == [
+        (0, "node1", "stdout", "hello"),
+        (1, "node2", "stderr", "Traceback (most recent call last)"),
+        (None, None, "stdout", "mpirun says"),
+        (2, "node3", "stdout", "two"),
+    ]
+    assert streams.raised == [1] and list(streams.tails[0]) == ["hello"]
+    # Open MPI 4.x: no space after the tag; an unbuffered print arrives in chunks that
+    # interleave with other ranks' (seen on the local cluster)
+    seen.clear()
+    four = job._Streams(lambda *a: seen.append(a), nodes.get, "")
+    four.feed("stdout", b"[1,0]<stdout>:rank 0[1,2]<stdout>:rank 2[1,0]<stdout>: starting\n")
+    four.feed("stdout", b"[1,2]<stdout>: starting\n[1,1]<stdout>:no newline")
+    four.flush()
+    assert seen == [
+        (0, "node1", "stdout", "rank 0 starting"),
+        (2, "node3", "stdout", "rank 2 starting"),
+        (1, "node2", "stdout", "no newline"),
+    ]
