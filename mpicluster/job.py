@@ -33,10 +33,10 @@ from mpicluster.launch import HeadFacts, Launch, RunOptions
 TAIL = 10  # lines kept per rank for the failure report
 STOP_WAIT = 30.0  # how long a stopped job may take to end before the channel is closed
 HUNG = 124  # the exit code of a job stopped by --hang-timeout (as timeout(1)'s)
-FAILED_RANK = (
-    re.compile(r"MPI_ABORT was invoked on rank (\d+)"),
-    re.compile(r"rank (\d+) with PID \d+ on node \S+ exited on signal"),
-    re.compile(r"Process name:\s*\[.*?(\d+)\]\s*$"),
+FAILED_RANK = (  # searched in mpirun's own lines, joined (it wraps its messages)
+    re.compile(r"MPI_ABORT\s+was\s+invoked\s+on\s+rank\s+(\d+)"),
+    re.compile(r"process\s+rank\s+(\d+)\s+with\s+PID\s+\d+\s+on\s+node\s+\S+\s+exited\s+on"),
+    re.compile(r"Process name:\s*\[.*?(\d+)\]\s*$", re.MULTILINE),
 )
 
 #: (rank, its node) or (None, None) for the launcher's own lines, stream, text
@@ -145,11 +145,11 @@ def remote_command(plan: Launch, cwd: str | None) -> str:
 
 
 def failed_rank(lines: list[str]) -> int | None:
+    text = "\n".join(lines)
     for pattern in FAILED_RANK:
-        for line in lines:
-            match = pattern.search(line)
-            if match:
-                return int(match.group(1))
+        match = pattern.search(text)
+        if match:
+            return int(match.group(1))
     return None
 
 

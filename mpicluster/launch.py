@@ -113,7 +113,10 @@ def rank_environment(
     env = {
         k: v for k, v in control_env.items() if k.startswith(PASS_PREFIXES) and k not in PASS_NEVER
     }
-    env.setdefault("PYTHONUNBUFFERED", "1")  # ranks' output live, not at exit
+    if python_rank(options):  # line-buffered instead: unbuffered lines arrive in pieces
+        env.pop("PYTHONUNBUFFERED", None)
+    else:
+        env.setdefault("PYTHONUNBUFFERED", "1")  # ranks' output live, not at exit
     if network_interface:
         env["NCCL_SOCKET_IFNAME"] = network_interface
     env.update(options.env_file)
@@ -173,20 +176,41 @@ def placement(inventory: Inventory, options: RunOptions, slots: Mapping[str, int
     return result
 
 
+#: How a Python rank starts: mpi4py's `python -m mpi4py` (an uncaught exception aborts
+#: the whole job), with stdout and stderr line-buffered: whole lines as they are printed.
+#: (Unbuffered output arrives in pieces, and Open MPI 5 interleaves the pieces of
+#: several ranks' lines under one tag; block-buffered output arrives at exit.)
+PYTHON_RANK = (
+    "import sys\n"
+    "for name in ('stdout', 'stderr'):\n"
+    "    getattr(sys, name).reconfigure(line_buffering=True)\n"
+    "from mpi4py.run import main\n"
+    "main()\n"
+)
+
+
 def program_argv(options: RunOptions) -> list[str]:
-    """The user's program; a Python one under `-m mpi4py`, so that an uncaught exception
-    in any rank aborts the whole job instead of leaving the others waiting."""
+    """The user's program; a Python one (`python X.py`, `python -m M`, `python -c C`,
+    `X.py`) as PYTHON_RANK runs it."""
     program = list(options.program)
-    if not options.mpi4py or options.launcher == "torchrun":
+    if not python_rank(options):
         return program
+    if program[0].endswith(".py"):
+        return ["python", "-c", PYTHON_RANK, *program]
+    return [program[0], "-c", PYTHON_RANK, *program[1:]]
+
+
+def python_rank(options: RunOptions) -> bool:
+    """Whether the program is a Python program run the mpi4py way."""
+    program = options.program
+    if not options.mpi4py or options.launcher == "torchrun" or not program:
+        return False
     first = program[0].rsplit("/", 1)[-1]
     if first in PYTHONS and len(program) > 1 and not program[1].startswith("-"):
-        return [program[0], "-m", "mpi4py", *program[1:]]
+        return True
     if first in PYTHONS and len(program) > 2 and program[1] in ("-m", "-c"):
-        return [program[0], "-m", "mpi4py", *program[1:]]
-    if program[0].endswith(".py"):
-        return ["python", "-m", "mpi4py", *program]
-    return program
+        return True
+    return program[0].endswith(".py")
 
 
 def validate(inventory: Inventory, options: RunOptions, control_env: Mapping[str, str]) -> None:

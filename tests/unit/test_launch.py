@@ -10,6 +10,7 @@ from mpicluster import job
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.inventory import parse_inventory
 from mpicluster.launch import (
+    PYTHON_RANK,
     TORCH_WRAPPER,
     HeadFacts,
     RunOptions,
@@ -106,20 +107,27 @@ def test_environment_passes_nccl_and_python_variables_and_explicit_ones():
         parse_env_file("X=1\nnonsense\n", "f")
 
 
-def test_python_programs_run_under_mpi4py():
-    run = lambda *p: program_argv(RunOptions(program=p))  # noqa: E731
+def test_python_programs_run_the_mpi4py_way_line_buffered():
+    def run(*program: str) -> list[str]:
+        argv = program_argv(RunOptions(program=program))
+        return ["RANK" if a == PYTHON_RANK else a for a in argv]
+
     assert run("python", "train.py", "--lr", "1") == [
         "python",
-        "-m",
-        "mpi4py",
+        "-c",
+        "RANK",
         "train.py",
         "--lr",
         "1",
     ]
-    assert run("train.py") == ["python", "-m", "mpi4py", "train.py"]
-    assert run("python3", "-m", "pkg.main") == ["python3", "-m", "mpi4py", "-m", "pkg.main"]
+    assert run("train.py") == ["python", "-c", "RANK", "train.py"]
+    assert run("python3", "-m", "pkg.main") == ["python3", "-c", "RANK", "-m", "pkg.main"]
     assert run("python", "-u", "x.py") == ["python", "-u", "x.py"]
     assert run("./a.out") == ["./a.out"]
+    # whole lines, and an exception raised in the program aborts (mpi4py.run's behaviour)
+    assert "line_buffering=True" in PYTHON_RANK and "mpi4py.run import main" in PYTHON_RANK
+    assert "PYTHONUNBUFFERED" not in plan("python", "x.py").env
+    assert plan("./a.out").env["PYTHONUNBUFFERED"] == "1"
 
 
 def test_torch_variables_come_from_open_mpis_in_every_rank():
@@ -194,6 +202,11 @@ def test_head_facts_and_failure_lines_are_parsed():
     assert job.failed_rank(["   Process name: [prterun-node1-1234@1,1]"]) == 1
     assert job.failed_rank(["MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD"]) == 3
     assert job.failed_rank(["all fine"]) is None
+    wrapped = [  # PRRTE's message, as it printed it on the local cluster
+        "prterun noticed that process rank 2 with PID 1182 on node node3 exited on",
+        "signal 6 (Aborted).",
+    ]
+    assert job.failed_rank(wrapped) == 2
 
 
 def test_output_lines_are_reassembled_from_tagged_chunks_and_each_ranks_tail_kept():
