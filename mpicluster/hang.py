@@ -69,9 +69,11 @@ def is_program(frame: dict) -> bool:
     return not any(marker in filename for marker in LIBRARY_MARKERS)
 
 
-def rank_state(entry: dict, node: str) -> RankState:
+def rank_state(entry: dict, node: str, node_error: str | None = None) -> RankState:
     if "threads" not in entry:
-        return RankState(entry["rank"], node, "?", "?", error=entry.get("error") or "unread")
+        return RankState(
+            entry["rank"], node, "?", "?", error=entry.get("error") or node_error or "unread"
+        )
     threads = entry["threads"]
     main = next((t for t in threads if t.get("thread_name") == "MainThread"), None)
     main = main or (threads[0] if threads else {"frames": []})
@@ -96,10 +98,8 @@ def summarize(collected: dict[str, dict]) -> HangReport:
         if answer.get("error") and not answer.get("ranks"):
             report.problems.append(f"{node}: {answer['error']}")
             continue
-        if answer.get("error"):
-            report.problems.append(f"{node}: {answer['error']}")
         for entry in answer.get("ranks", []):
-            report.ranks.append(rank_state(entry, node))
+            report.ranks.append(rank_state(entry, node, answer.get("error")))
     report.ranks.sort(key=lambda r: r.rank)
     groups: dict[tuple[str, str], Group] = {}
     for state in report.ranks:
@@ -121,8 +121,7 @@ def collect(
     inventory: Inventory, nodes: Iterable[Node], job: str, layout: Layout
 ) -> dict[str, dict]:
     """Every node's rank stacks, read in parallel; a node that cannot be read says why."""
-    pyspy = f"{layout.current}/venv/bin/py-spy" if layout.install == "source" else ""
-    command = " ".join(shlex.quote(a) for a in (remote.PYTHON, "-", job, pyspy))
+    command = " ".join(shlex.quote(a) for a in (remote.PYTHON, "-", job, layout.pyspy or ""))
     results = transport.run_everywhere(
         inventory, command, nodes=nodes, stdin=remote.script("stacks"), timeout=TIMEOUT
     )

@@ -5,6 +5,7 @@ Slots per node: the inventory's `slots`, else its GPU count, else its cores.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from mpicluster import layout
@@ -48,6 +49,16 @@ def render(node_slots: Mapping[str, int], fmt: str) -> str:
     if fmt == "horovod":
         return ",".join(f"{name}:{n}" for name, n in node_slots.items()) + "\n"
     raise UsageError(f"unknown hostfile format {fmt!r} (one of: {', '.join(FORMATS)})")
+
+
+def parse(text: str) -> dict[str, int]:
+    """Slots per node from an Open MPI (or DeepSpeed) hostfile: `host slots=N` lines."""
+    found = {}
+    for line in text.splitlines():
+        match = re.match(r"^\s*(\S+)\s+slots=(\d+)", line)
+        if match:
+            found[match.group(1)] = int(match.group(2))
+    return found
 
 
 def rendered(node_slots: Mapping[str, int]) -> dict[str, str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import paramiko
 
-from mpicluster import launch, layout, remote, sync, transport
+from mpicluster import hostfile, launch, layout, remote, sync, transport
 from mpicluster.errors import MpiclusterError
 from mpicluster.hang import HangReport
 from mpicluster.inventory import Inventory, Node
@@ -116,11 +116,7 @@ def parse_head_facts(text: str) -> HeadFacts:
     parts = text.split("@@\n")
     if len(parts) != 4:
         raise MpiclusterError("the head node's answer was cut short", hint="run mpicluster doctor")
-    slots = {}
-    for line in parts[0].splitlines():
-        match = re.match(r"^\s*(\S+)\s+slots=(\d+)", line)
-        if match:
-            slots[match.group(1)] = int(match.group(2))
+    slots = hostfile.parse(parts[0])
     if not slots:
         raise MpiclusterError(
             f"the head node has no hostfile at {layout.HOSTFILE}",

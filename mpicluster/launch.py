@@ -144,8 +144,8 @@ def check_hosts(inventory: Inventory, hosts: tuple[str, ...]) -> None:
 
 
 def placement(inventory: Inventory, options: RunOptions, slots: Mapping[str, int]) -> dict:
-    """Ranks per node: every slot of the chosen nodes, or --per-node each, cut to -np."""
-    check_hosts(inventory, options.hosts)
+    """Ranks per node: every slot of the chosen nodes, or --per-node each, cut to -np
+    (options already validated)."""
     names = [n.name for n in inventory.nodes]
     chosen = list(options.hosts) or [n for n in names if n in slots]
     missing = [h for h in chosen if h not in slots]

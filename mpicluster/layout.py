@@ -107,6 +107,11 @@ class Layout:
         return f"{self.current}/venv/bin/python" if self.install == "source" else "/usr/bin/python3"
 
     @property
+    def pyspy(self) -> str | None:
+        """py-spy (the hang report's stack reader): in the source stack's Python."""
+        return f"{self.current}/venv/bin/py-spy" if self.install == "source" else None
+
+    @property
     def path_dirs(self) -> list[str]:
         """PATH entries mpicluster puts in front of the system's."""
         if self.install == "source":

@@ -34,6 +34,8 @@ def test_slots_come_from_slots_then_gpus_then_cores():
 )
 def test_formats(fmt, expected):
     assert hostfile.render(hostfile.slots(INV, {"c1": 2}), fmt) == expected
+    if fmt in ("openmpi", "deepspeed"):  # what `run` reads back from the head node
+        assert hostfile.parse(expected) == {"g1": 8, "g2": 4, "c1": 2}
 
 
 def test_the_env_file_exports_what_etc_environment_gets(tmp_path):
