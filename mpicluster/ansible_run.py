@@ -43,6 +43,8 @@ class HostStats:
     stage: str = ""
     task: str = ""
     failures: list[str] = field(default_factory=list)
+    #: What the tasks reported doing, path -> action (mpicluster_undo's `actions`).
+    actions: dict[str, str] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -67,6 +69,7 @@ class HostStats:
             "unreachable": self.unreachable,
             "seconds": round(self.seconds, 1),
             "failures": self.failures,
+            **({"actions": self.actions} if self.actions else {}),
         }
 
 
@@ -299,6 +302,8 @@ class _Collector:
             changed = bool(result.get("changed"))
             stats.ok += 1
             stats.changed += int(changed)
+            if isinstance(result.get("actions"), dict):
+                stats.actions.update(result["actions"])
             outcome = "changed" if changed else "ok"
             self.sink(Event(outcome, host, self.stage, self.task, _changed_note(result)))
         elif kind == "runner_on_failed":

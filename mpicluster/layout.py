@@ -30,6 +30,7 @@ Files every install gets:
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,10 @@ FINGERPRINT_NAME = "FINGERPRINT.json"
 #: The CUDA-aware MPI allreduce the GPU smoke test runs, inside a stack folder (built
 #: by the stack_build role when Open MPI is CUDA-aware).
 CUDA_ALLREDUCE = "libexec/mpicluster/cuda_allreduce"
+#: Where `up` records, before its first change, how every path it touches was (for `down`).
+JOURNAL = "/var/lib/mpicluster/journal.json"
+#: The builder's scratch space (stack_build_scratch): removed after a build, and by `down`.
+BUILD_SCRATCH = "/var/tmp/mpicluster"  # noqa: S108 (a node folder only root writes)
 #: The directories a plain non-interactive PATH must keep (Debian's login default).
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
@@ -150,6 +155,52 @@ class Layout:
             [d for d in self.library_dirs if d not in have_libs],
         )
 
+    def footprint(self, cluster: str) -> list[dict[str, Any]]:
+        """Every path `up` touches on a node and how (see module_utils/mpicluster_journal):
+        what `up` records before its first change and `down` takes back. `~/` is the MPI
+        user's home. The markers are the ones the ssh_mesh and node_environment roles
+        write."""
+        key = f"~/.ssh/mpicluster_{cluster}"
+        entries: list[dict[str, Any]] = [
+            {"path": "~/.ssh", "kind": "dir"},
+            {"path": key, "kind": "file"},
+            {"path": f"{key}.pub", "kind": "file"},
+            {
+                "path": "~/.ssh/authorized_keys",
+                "kind": "line",
+                "regexp": f" mpicluster:{re.escape(cluster)}$",
+            },
+            {
+                "path": "~/.ssh/config",
+                "kind": "block",
+                "begin": f"# BEGIN mpicluster {cluster}",
+                "end": f"# END mpicluster {cluster}",
+            },
+            {"path": "~/.ssh/mpicluster-*", "kind": "glob"},
+            {
+                "path": "/etc/ssh/ssh_known_hosts",
+                "kind": "block",
+                "begin": f"# BEGIN mpicluster {cluster} host keys",
+                "end": f"# END mpicluster {cluster} host keys",
+            },
+            {"path": ENVIRONMENT_FILE, "kind": "block", "begin": BLOCK_BEGIN, "end": BLOCK_END},
+            {
+                "path": "/etc/hosts",
+                "kind": "block",
+                "begin": BLOCK_BEGIN,
+                "end": BLOCK_END,
+                "in_place": True,  # container runtimes bind-mount it: no rename onto it
+            },
+            {"path": LD_CONF, "kind": "file"},
+            {"path": CONFIG_DIR, "kind": "tree"},
+            {"path": BUILD_SCRATCH, "kind": "tree"},
+            # Also for install = packages: a cluster that was once built from source.
+            {"path": self.current, "kind": "tree", "stack": True},
+            {"path": self.stacks, "kind": "tree", "stack": True},
+            {"path": self.prefix, "kind": "dir"},
+        ]
+        return entries
+
     def as_vars(self) -> dict[str, Any]:
         """Everything above as plain data: the playbooks' `mpicluster_layout` and the
         layout doctor's probe reads."""
@@ -173,4 +224,5 @@ class Layout:
             "environment_file": ENVIRONMENT_FILE,
             "block_begin": BLOCK_BEGIN,
             "block_end": BLOCK_END,
+            "journal": JOURNAL,
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -91,6 +92,7 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
     return {
         "mpicluster_cluster": inventory.cluster,
         "mpicluster_layout": Layout.of(inventory).as_vars(),
+        "mpicluster_footprint": Layout.of(inventory).footprint(inventory.cluster),
         "mpicluster_nodes": nodes,
         "mpicluster_env_vars": mpi_environment(inventory.network),
         "mpicluster_env_script": Layout.of(inventory).shell_exports(
@@ -114,7 +116,8 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
 
 @contextmanager
 def cluster_lock(cluster: str) -> Iterator[None]:
-    """One `up` per cluster at a time on this control machine."""
+    """One `up` or `down` per cluster at a time on this control machine: a second one
+    refuses at once. The lock is the kernel's (flock): a killed mpicluster leaves none."""
     directory = cluster_dir(cluster)
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / "up.lock").open("a+") as handle:
@@ -124,11 +127,12 @@ def cluster_lock(cluster: str) -> Iterator[None]:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             raise MpiclusterError(
-                f"another `mpicluster up` is running for cluster {cluster} ({holder})"
+                f"another mpicluster up or down is running for cluster {cluster} ({holder})",
+                hint="wait for it to finish; nothing was changed",
             ) from None
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()}\n")
+        handle.write(f"pid {os.getpid()}: mpicluster {' '.join(sys.argv[1:2])}\n")
         handle.flush()
         yield
 
@@ -140,33 +144,44 @@ def provision(
     on_progress: Progress | None = None,
     smoke: bool = True,
 ) -> UpResult:
+    with cluster_lock(inventory.cluster):
+        return provision_locked(inventory, on_event=on_event, on_progress=on_progress, smoke=smoke)
+
+
+def provision_locked(
+    inventory: Inventory,
+    *,
+    on_event: EventSink | None = None,
+    on_progress: Progress | None = None,
+    smoke: bool = True,
+) -> UpResult:
+    """`provision` for a caller that holds the cluster's lock (`down --node`)."""
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
     result = UpResult(inventory.cluster)
-    with cluster_lock(inventory.cluster):
-        progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
-        facts = node_facts.gather(inventory)
-        node_facts.check_gpus(inventory, facts)
-        variables = extravars(inventory, node_facts.cores(facts))
-        stack = StackPlan()
-        if inventory.stack.install == "source":
-            stack = prepare(inventory, facts, progress)
-            for line in describe_plan(stack):
-                progress(line)
-            variables |= stack.variables
-        progress("Running playbooks/site.yml")
-        result.playbook = run_playbook(
-            inventory,
-            "site.yml",
-            runs_dir=cluster_dir(inventory.cluster) / "runs",
-            label="up",
-            extravars=variables,
-            host_vars=stack.host_vars,
-            groups={"stack_builders": stack.builders, "stack_installers": stack.installers},
-            on_event=on_event,
-        )
-        if result.playbook.ok and smoke:
-            result.smoke = run_smoke(inventory, progress)
+    progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
+    facts = node_facts.gather(inventory)
+    node_facts.check_gpus(inventory, facts)
+    variables = extravars(inventory, node_facts.cores(facts))
+    stack = StackPlan()
+    if inventory.stack.install == "source":
+        stack = prepare(inventory, facts, progress)
+        for line in describe_plan(stack):
+            progress(line)
+        variables |= stack.variables
+    progress("Running playbooks/site.yml")
+    result.playbook = run_playbook(
+        inventory,
+        "site.yml",
+        runs_dir=cluster_dir(inventory.cluster) / "runs",
+        label="up",
+        extravars=variables,
+        host_vars=stack.host_vars,
+        groups={"stack_builders": stack.builders, "stack_installers": stack.installers},
+        on_event=on_event,
+    )
+    if result.playbook.ok and smoke:
+        result.smoke = run_smoke(inventory, progress)
     result.seconds = time.monotonic() - started
     return result
 

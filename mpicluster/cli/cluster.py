@@ -1,4 +1,5 @@
-"""Commands on a cluster described by an inventory: validate, fetch, up, smoke, hostfile."""
+"""Commands on a cluster described by an inventory: validate, fetch, up, down, smoke,
+hostfile."""
 
 from __future__ import annotations
 
@@ -47,6 +48,51 @@ def up(
                 f"cluster {inv.cluster}: {len(inv.nodes)} node(s) provisioned "
                 f"({result.changes} change(s)) and verified in {result.seconds:.0f} s"
             )
+
+
+def down(
+    inventory: InventoryArg,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            "--node",
+            help="Take only this node out; the others are provisioned again without it.",
+        ),
+    ] = None,
+    keep_stack: Annotated[
+        bool, typer.Option("--keep-stack", help="Keep the installed stacks under the prefix.")
+    ] = False,
+    keep_key: Annotated[
+        bool,
+        typer.Option("--keep-key", help="Keep the cluster's key and state on this machine."),
+    ] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Take back what `up` added on every node; edited files come back as they were.
+
+    Exit codes as `up`: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable
+    (run `down` again when it is back).
+    """
+    from mpicluster.teardown import teardown
+
+    display = Display()
+    with guarded(display):
+        inv = load_inventory(inventory)
+        names = [n.name for n in inv.nodes]
+        with PlaybookView(display, names) as view:
+            result = teardown(
+                inv,
+                node=node,
+                keep_stack=keep_stack,
+                keep_key=keep_key,
+                on_event=view,
+                on_progress=display.progress,
+            )
+        render.show(display, result, as_json=json_output)
+        if result.exit_code != exitcodes.OK:
+            raise typer.Exit(result.exit_code)
+        if not json_output:
+            display.success(render.down_summary(result))
 
 
 def smoke(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
@@ -112,4 +158,4 @@ def hostfile(
         display.text(hostfiles.render(hostfiles.slots(inv, cores), fmt))
 
 
-COMMANDS = [validate, up, smoke, fetch, hostfile]
+COMMANDS = [validate, up, down, smoke, fetch, hostfile]

@@ -11,8 +11,9 @@ from typing import Any
 
 from mpicluster.render.display import Display, styled
 from mpicluster.render.playbook import PlaybookView
+from mpicluster.render.up import down_summary
 
-__all__ = ["Display", "PlaybookView", "show", "styled"]
+__all__ = ["Display", "PlaybookView", "down_summary", "show", "styled"]
 
 
 def show(display: Display, result: Any, *, as_json: bool = False, **options: Any) -> None:
@@ -27,9 +28,11 @@ def show(display: Display, result: Any, *, as_json: bool = False, **options: Any
     from mpicluster.render import doctor, local, stack, up
     from mpicluster.smoke import SmokeReport
     from mpicluster.stack.prepare import FetchResult
+    from mpicluster.teardown import DownResult
 
     renderers = {
         UpResult: up.show_up,
+        DownResult: up.show_down,
         SmokeReport: up.show_smoke,
         DoctorReport: doctor.show_doctor,
         LocalCluster: local.show_local,

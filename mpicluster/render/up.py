@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from mpicluster.ansible_run import PlaybookResult
 from mpicluster.provision import UpResult
 from mpicluster.render.display import Display, mark, styled
 from mpicluster.smoke import AllreduceResult, GpuSmoke, SmokeReport
+from mpicluster.teardown import DownResult
 
 TITLES = {
     "mpi4py": "MPI allreduce",
@@ -19,7 +21,47 @@ TITLES = {
 
 
 def show_up(display: Display, result: UpResult) -> None:
-    playbook = result.playbook
+    _show_hosts(display, f"mpicluster up: {result.cluster}", result.playbook)
+    if result.smoke is not None:
+        show_smoke(display, result.smoke)
+
+
+def show_down(display: Display, result: DownResult) -> None:
+    if result.rest is not None:
+        display.info(f"the other nodes, provisioned again without {', '.join(result.nodes)}:")
+        show_up(display, result.rest)
+        if result.playbook is None:
+            display.error(
+                f"{', '.join(result.nodes)} not taken down: the other nodes still trust it",
+                "fix what failed above and run the same `mpicluster down --node` again",
+            )
+    _show_hosts(display, f"mpicluster down: {result.cluster}", result.playbook, log=False)
+    if result.playbook is None:
+        return
+    for name, stats in result.playbook.hosts.items():
+        for path, action in sorted(stats.actions.items()):
+            display.detail(f"{name}: {action} {path}")
+    if result.state == "removed":
+        display.info("the cluster's key and state on this machine: removed")
+    else:
+        display.info(f"log: {result.playbook.log}")
+        if result.playbook.unreachable_hosts or result.playbook.failed_hosts:
+            display.info(
+                "the cluster's key and state on this machine are kept: run the same "
+                "`mpicluster down` again once every node can be reached"
+            )
+
+
+def down_summary(result: DownResult) -> str:
+    changes = sum(s.changed for s in result.playbook.hosts.values()) if result.playbook else 0
+    where = ", ".join(result.nodes)
+    tail = "; key and state removed" if result.state == "removed" else ""
+    return f"cluster {result.cluster}: {where} taken down ({changes} change(s)){tail}"
+
+
+def _show_hosts(
+    display: Display, title: str, playbook: PlaybookResult | None, *, log: bool = True
+) -> None:
     if playbook is not None:
         rows = [
             [
@@ -34,17 +76,16 @@ def show_up(display: Display, result: UpResult) -> None:
             for name, stats in playbook.hosts.items()
         ]
         display.table(
-            f"mpicluster up: {result.cluster} ({playbook.seconds:.0f} s)",
+            f"{title} ({playbook.seconds:.0f} s)",
             ["host", "status", "ok", "changed", "failed", "unreachable", "time"],
             rows,
         )
         for name, stats in playbook.hosts.items():
             for failure in stats.failures[:3]:
                 display.error(f"{name}: {failure}")
-        display.info(f"log: {playbook.log}")
+        if log:
+            display.info(f"log: {playbook.log}")
         display.info(f"rerun by hand: {playbook.command}")
-    if result.smoke is not None:
-        show_smoke(display, result.smoke)
 
 
 def show_smoke(display: Display, report: SmokeReport) -> None:

@@ -7,14 +7,13 @@ and pass again once the break is undone.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cluster.nodes import podman, podman_exec
 from tests.conftest import LocalCluster, inventory_with, mpicluster, start_local_cluster
 
 pytestmark = pytest.mark.cluster
@@ -271,42 +270,13 @@ def test_different_mpi_build(provisioned, inventory):
     assert_healthy(inventory)
 
 
-def _container(node: str) -> tuple[str, dict[str, str]]:
-    from mpicluster.local.host import podman_env
-    from mpicluster.local.spec import LocalSpec
-    from mpicluster.local.vagrant import Vagrant
-
-    env = podman_env()
-    spec = LocalSpec.saved(NAME)
-    assert spec is not None
-    return Vagrant(spec, env).container_ids()[node], env
-
-
 def _podman(*args: str) -> None:
     """`podman ARGS <node2's container>`."""
-    cid, env = _container(BROKEN)
-    done = subprocess.run(
-        ["podman", *args, cid],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    podman(NAME, BROKEN, *args)
 
 
 def _podman_exec(node: str, command: str) -> None:
-    cid, env = _container(node)
-    done = subprocess.run(
-        ["podman", "exec", cid, "sh", "-c", command],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    podman_exec(NAME, node, command)
 
 
 def test_stopped_node_costs_one_timeout(provisioned, inventory):

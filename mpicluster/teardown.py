@@ -1,0 +1,143 @@
+"""`mpicluster down`: take back, on every node, exactly what `up` added.
+
+On the nodes, playbooks/down.yml removes mpicluster's blocks and lines and gives each
+edited file back as the journal `up` wrote before its first change says it was (byte for
+byte where nobody edited it since), and removes what `up` created: the cluster key's
+files, /etc/mpicluster, the ld.so.conf.d entry, the installed stacks (unless
+`keep_stack`). On the control machine the cluster's key and state go too (unless
+`keep_key`), once every node is down: a node that could not be reached keeps them so
+that `down` can be run again.
+
+`down --node NAME` takes one node out: the other nodes are provisioned again without it
+(trust, known_hosts, ssh config, /etc/hosts and hostfiles no longer name it; the smoke
+test proves the smaller cluster), then the node itself is taken down. Adding it back is
+`up` with the full inventory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mpicluster import exitcodes
+from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
+from mpicluster.cluster_key import cluster_dir
+from mpicluster.errors import UsageError
+from mpicluster.inventory import Inventory
+from mpicluster.layout import Layout
+from mpicluster.provision import UpResult, cluster_lock, provision_locked
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class DownResult:
+    cluster: str
+    nodes: list[str]
+    playbook: PlaybookResult | None = None
+    #: `down --node`: the other nodes provisioned again without the node.
+    rest: UpResult | None = None
+    #: What happened to the control machine's key and state for this cluster.
+    state: str = "kept"
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        if self.rest is not None and self.rest.exit_code != exitcodes.OK:
+            return self.rest.exit_code
+        if self.playbook is None:
+            return exitcodes.FAILED
+        if self.playbook.failed_hosts:
+            return exitcodes.HOSTS_FAILED
+        if self.playbook.unreachable_hosts:
+            return exitcodes.HOSTS_UNREACHABLE
+        if self.playbook.rc != 0:
+            return exitcodes.FAILED
+        return exitcodes.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "cluster": self.cluster,
+            "nodes": self.nodes,
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 1),
+            "state": self.state,
+            "hosts": {},
+        }
+        if self.playbook is not None:
+            data["hosts"] = {name: s.to_dict() for name, s in self.playbook.hosts.items()}
+            data["command"] = self.playbook.command
+            if self.state != "removed":
+                data["log"] = str(self.playbook.log)
+        if self.rest is not None:
+            data["rest"] = self.rest.to_dict()
+        return data
+
+
+def extravars(inventory: Inventory, keep_stack: bool) -> dict[str, Any]:
+    layout = Layout.of(inventory)
+    return {
+        "mpicluster_cluster": inventory.cluster,
+        "mpicluster_layout": layout.as_vars(),
+        "mpicluster_footprint": layout.footprint(inventory.cluster),
+        "teardown_keep_stack": keep_stack,
+    }
+
+
+def without(inventory: Inventory, name: str) -> Inventory:
+    return inventory.model_copy(update={"nodes": [n for n in inventory.nodes if n.name != name]})
+
+
+def only(inventory: Inventory, name: str) -> Inventory:
+    return inventory.model_copy(update={"nodes": [n for n in inventory.nodes if n.name == name]})
+
+
+def check_node(inventory: Inventory, node: str) -> None:
+    names = [n.name for n in inventory.nodes]
+    if node not in names:
+        raise UsageError(f"--node {node}: not in the inventory (its nodes: {', '.join(names)})")
+    if len(names) == 1:
+        raise UsageError(f"--node {node}: the cluster's only node; use `mpicluster down`")
+
+
+def teardown(
+    inventory: Inventory,
+    *,
+    node: str | None = None,
+    keep_stack: bool = False,
+    keep_key: bool = False,
+    on_event: EventSink | None = None,
+    on_progress: Progress | None = None,
+) -> DownResult:
+    progress = on_progress or (lambda message: None)
+    if node is not None:
+        check_node(inventory, node)
+    started = time.monotonic()
+    targets = only(inventory, node) if node else inventory
+    result = DownResult(inventory.cluster, [n.name for n in targets.nodes])
+    with cluster_lock(inventory.cluster):
+        if node is not None:
+            rest = without(inventory, node)
+            progress(f"Provisioning the other {len(rest.nodes)} node(s) without {node}")
+            result.rest = provision_locked(rest, on_event=on_event, on_progress=progress)
+            if result.rest.playbook is None or not result.rest.playbook.ok:
+                # The others still trust the node: leave it as it is, say why, rerun.
+                result.seconds = time.monotonic() - started
+                return result
+        progress(f"Running playbooks/down.yml on {len(targets.nodes)} node(s)")
+        result.playbook = run_playbook(
+            targets,
+            "down.yml",
+            runs_dir=cluster_dir(inventory.cluster) / "runs",
+            label="down",
+            extravars=extravars(inventory, keep_stack),
+            on_event=on_event,
+        )
+        if node is None and result.playbook.ok and not keep_key:
+            shutil.rmtree(cluster_dir(inventory.cluster), ignore_errors=True)
+            result.state = "removed"
+    result.seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,171 @@
+"""`mpicluster down` on a real 3-node local cluster (install: packages): every file `up`
+touched is byte for byte as before `up`, on every node, with users' lines kept; `up`
+works again after it; `down --node` takes one node out and `up` adds it back; a node
+that cannot be reached is reported, and `down` run again finishes it.
+
+The source stack's part (the prefix, the dynamic linker's entry) is tested on the built
+cluster at the end of test_stack_run.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mpicluster.cluster_key import cluster_dir
+from tests.cluster.nodes import podman, podman_exec, stock, wait_for_ssh
+from tests.conftest import LocalCluster, inventory_with, mpicluster, start_local_cluster
+
+pytestmark = pytest.mark.cluster
+
+NAME, SUBNET = "pytest-down", "192.168.68.0/24"
+NODES = ["node1", "node2", "node3"]
+HOME = "/home/vagrant"
+#: What users have before `up`: files without a final newline, a second key, a mode of
+#: their own, an ssh config and a hosts line of their own.
+SEED = rf"""
+printf 'LANG="C.UTF-8"\nEDITOR=vi' > /etc/environment
+printf '\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDummyKeyForTestsOnly000000000000000000 me' \
+    >> {HOME}/.ssh/authorized_keys
+chmod 644 {HOME}/.ssh/authorized_keys
+printf 'Host github.com\n  User git' > {HOME}/.ssh/config
+chown vagrant:vagrant {HOME}/.ssh/config && chmod 644 {HOME}/.ssh/config
+echo '10.1.2.3 printer' >> /etc/hosts
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    generated = tmp_path_factory.mktemp("down") / "generated.yaml"
+    mpicluster("local", "down", "--name", NAME, check=False)  # leftovers of a killed run
+    yield start_local_cluster(NAME, len(NODES), SUBNET, generated)
+    mpicluster("local", "down", "--name", NAME, check=False)
+
+
+@pytest.fixture(scope="module")
+def inventory(cluster) -> Path:
+    return inventory_with(
+        cluster.inventory, cluster.inventory.parent / "packages.yaml", stack={"install": "packages"}
+    )
+
+
+@pytest.fixture(scope="module")
+def before(cluster, inventory) -> dict[str, dict]:
+    """Every node's files as users had them before `up` ever ran."""
+    podman_exec(cluster, "node1", SEED)
+    return stock(cluster, inventory, NODES)
+
+
+def run_json(*args: str) -> tuple[int, dict]:
+    done = mpicluster(*args, "--json", check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def up(inventory: Path) -> dict:
+    code, result = run_json("up", str(inventory))
+    assert code == 0, json.dumps(result, indent=1)[-4000:]
+    assert result["smoke"]["ok"]
+    return result
+
+
+def keys_of_cluster(cluster: LocalCluster, node: str) -> str:
+    return podman_exec(cluster, node, f"grep -h 'mpicluster:' {HOME}/.ssh/* || true").stdout
+
+
+def test_down_gives_every_file_back_byte_for_byte(cluster, inventory, before):
+    up(inventory)
+    during = stock(cluster, inventory, NODES)
+    for node in NODES:
+        changed = {p for p in before[node] if before[node][p] != during[node].get(p)}
+        assert {"/etc/environment", f"{HOME}/.ssh/authorized_keys", "/etc/mpicluster"} <= changed
+    # a user's line added after up, outside the block: down keeps it
+    podman_exec(cluster, "node3", "echo 'ADDED_AFTER_UP=1' >> /etc/environment")
+
+    code, result = run_json("down", str(inventory))
+    assert code == 0, result
+    assert result["state"] == "removed"
+    assert {h["status"] for h in result["hosts"].values()} == {"changed"}
+    assert "/etc/environment" in result["hosts"]["node1"]["actions"]
+
+    after = stock(cluster, inventory, NODES)
+    environment = podman_exec(cluster, "node3", "cat /etc/environment").stdout
+    assert environment.endswith("ADDED_AFTER_UP=1\n") and "mpicluster" not in environment
+    after["node3"].pop("/etc/environment")
+    expected = {node: dict(before[node]) for node in NODES}
+    expected["node3"].pop("/etc/environment")
+    assert after == expected
+    for node in NODES:
+        assert keys_of_cluster(cluster, node) == ""
+        linker = podman_exec(cluster, node, "ldconfig -p; cat /etc/ld.so.conf.d/*").stdout
+        assert "mpicluster" not in linker
+    assert not cluster_dir(NAME).exists()
+
+
+def test_up_after_down_works_and_a_second_down_changes_nothing(cluster, inventory, before):
+    up(inventory)
+    assert run_json("down", str(inventory))[0] == 0
+    code, result = run_json("down", str(inventory))
+    assert code == 0
+    assert {h["changed"] for h in result["hosts"].values()} == {0}
+    podman_exec(cluster, "node3", "sed -i '/^ADDED_AFTER_UP=1$/d' /etc/environment")
+    assert stock(cluster, inventory, NODES) == before
+    up(inventory)
+
+
+def test_down_node_takes_it_out_and_up_adds_it_back(cluster, inventory, before):
+    code, result = run_json("down", str(inventory), "--node", "node3")
+    assert code == 0, json.dumps(result, indent=1)[-4000:]
+    rest = result["rest"]
+    assert sorted(rest["hosts"]) == ["node1", "node2"] and rest["smoke"]["ok"]
+    assert result["state"] == "kept" and cluster_dir(NAME).exists()
+    assert stock(cluster, inventory, ["node3"])["node3"] == before["node3"]
+    for node in ("node1", "node2"):
+        hostfile = podman_exec(cluster, node, "cat /etc/mpicluster/hostfile").stdout
+        assert "node3" not in hostfile and "node2" in hostfile
+        known = podman_exec(cluster, node, "cat /etc/ssh/ssh_known_hosts").stdout
+        assert "node3" not in known and "192.168.68.13" not in known
+        trusted = keys_of_cluster(cluster, node)
+        assert "192.168.68.13" not in trusted and "192.168.68.12" in trusted
+        config = podman_exec(cluster, node, f"cat {HOME}/.ssh/config").stdout
+        assert "node3" not in config
+    # node3 can no longer log in to the others with the cluster key: it has none
+    assert keys_of_cluster(cluster, "node3") == ""
+
+    result = up(inventory)
+    assert sorted(result["hosts"]) == NODES
+    assert len(result["smoke"]["pairs"]) == 9
+
+
+def test_a_node_down_cannot_reach_is_reported_and_down_again_finishes(cluster, inventory, before):
+    podman(cluster, "node3", "stop", "-t", "1")
+    try:
+        code, result = run_json("down", str(inventory))
+        assert code == 4, result
+        assert result["hosts"]["node3"]["status"] == "unreachable"
+        assert result["hosts"]["node1"]["status"] == "changed"
+        assert result["state"] == "kept" and cluster_dir(NAME).exists()
+    finally:
+        podman(cluster, "node3", "start")
+    wait_for_ssh(cluster, "node3")
+    code, result = run_json("down", str(inventory))
+    assert code == 0, result
+    assert result["hosts"]["node1"]["changed"] == 0
+    assert result["hosts"]["node3"]["status"] == "changed"
+    assert result["state"] == "removed"
+    after = stock(cluster, inventory, NODES)
+    # Podman writes a restarted container's /etc/hosts itself
+    after["node3"].pop("/etc/hosts")
+    expected = {node: dict(before[node]) for node in NODES}
+    expected["node3"].pop("/etc/hosts")
+    assert after == expected
+
+
+def test_down_node_not_in_the_inventory_is_one_line_and_touches_nothing(inventory):
+    done = mpicluster("down", str(inventory), "--node", "node9", check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --node node9: not in the inventory (its nodes: node1, node2, node3)"
+    ]
