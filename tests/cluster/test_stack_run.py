@@ -234,3 +234,35 @@ def test_dry_run_prints_the_command_line_for_the_head(ready):
     assert " mpirun --host node1:1," in line
     assert "--output tag" in line or "--tag-output" in line  # Open MPI 5.x / 4.x
     assert "MASTER_ADDR=node1" in line and " python -c " in line and " train.py" in line
+
+
+def test_down_takes_the_stack_off_and_up_installs_it_again_without_a_build(ready):
+    """Last in this module: `down --keep-stack` keeps the tree (a later `up` installs
+    nothing), `down` removes it with its linker entry and environment, and `up` then
+    installs the packed stack from the artifact cache again: no rebuild."""
+    inventory, cluster, nodes = str(ready["inventory"]), ready["cluster"], ready["nodes"]
+    every = ", ".join(nodes)
+
+    def up(plan: str) -> None:
+        done = mpicluster("up", inventory, check=False, timeout=1800)
+        assert done.returncode == 0, done.stderr[-4000:]
+        assert f"{plan} on {every}" in done.stderr, done.stderr[-4000:]
+
+    assert mpicluster("down", inventory, "--keep-stack", check=False).returncode == 0
+    for node in nodes:
+        left = cluster.ssh(node, "ls /opt/mpicluster/current/bin/mpirun; cat /etc/environment")
+        assert "mpicluster" not in left.stdout.split("\n", 1)[1]
+    up("already active")
+
+    done = mpicluster("down", inventory, "--json", check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    actions = json.loads(done.stdout)["hosts"][nodes[-1]]["actions"]
+    assert actions["/opt/mpicluster/stacks"] == "removed"
+    assert actions["/etc/ld.so.conf.d/mpicluster.conf"] == "removed"
+    for node in nodes:
+        probe = (
+            "test ! -e /opt/mpicluster && test ! -e /etc/mpicluster && "
+            "! ldconfig -p | grep -q /opt/mpicluster && ! grep -q mpicluster /etc/environment"
+        )
+        cluster.ssh(node, probe)
+    up("install from the artifact cache")
