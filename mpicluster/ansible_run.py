@@ -239,28 +239,39 @@ def run_playbook(
         "ANSIBLE_FORCE_COLOR": "0",
     }
     cmdline = f"-e @{shlex.quote(str(run_dir / 'vars.yml'))}"
+    thread, runner = ansible_runner.run_async(
+        private_data_dir=str(run_dir / "runner"),
+        project_dir=str(data_path("playbooks")),
+        playbook=playbook,
+        inventory=str(run_dir / "hosts.yml"),
+        cmdline=cmdline,
+        envvars=envvars,
+        event_handler=collector,
+        cancel_callback=cancel.is_set,
+        # how often the cancel flag is looked at while the playbook prints nothing
+        settings={"pexpect_timeout": 0.5},
+        quiet=True,
+        suppress_env_files=True,
+        ident="run",
+    )
+    interrupted = False
     try:
-        runner = ansible_runner.run(
-            private_data_dir=str(run_dir / "runner"),
-            project_dir=str(data_path("playbooks")),
-            playbook=playbook,
-            inventory=str(run_dir / "hosts.yml"),
-            cmdline=cmdline,
-            envvars=envvars,
-            event_handler=collector,
-            cancel_callback=cancel.is_set,
-            quiet=True,
-            suppress_env_files=True,
-            ident="run",
-        )
-    except KeyboardInterrupt:
-        cancel.set()
-        raise
+        # Ctrl-C or SIGTERM (the CLI turns it into KeyboardInterrupt): ansible-runner
+        # kills ansible-playbook's process group, and only then does this return, so the
+        # cluster's lock is never released while a playbook still runs.
+        while thread.is_alive():
+            try:
+                thread.join(0.2)
+            except KeyboardInterrupt:
+                interrupted = True
+                cancel.set()
     finally:
         log = run_dir / "ansible.log"
         produced = run_dir / "runner" / "artifacts" / "run" / "stdout"
         if produced.exists():
             shutil.copyfile(produced, log)
+    if interrupted:
+        raise KeyboardInterrupt
     return PlaybookResult(
         playbook=playbook,
         run_dir=run_dir,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from mpicluster import exitcodes, render
-from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
+from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
 from mpicluster.inventory import load_inventory
 from mpicluster.render import Display, PlaybookView
 
@@ -36,6 +36,7 @@ def up(
     from mpicluster.provision import provision
 
     display = Display()
+    terminate_as_interrupt()
     with guarded(display):
         inv = load_inventory(inventory)
         with PlaybookView(display, [n.name for n in inv.nodes]) as view:
@@ -76,6 +77,7 @@ def down(
     from mpicluster.teardown import teardown
 
     display = Display()
+    terminate_as_interrupt()
     with guarded(display):
         inv = load_inventory(inventory)
         names = [n.name for n in inv.nodes]

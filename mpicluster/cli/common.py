@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,12 @@ InventoryArg = Annotated[
     Path, typer.Argument(help="Inventory YAML file describing the cluster.", show_default=False)
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
+
+
+def terminate_as_interrupt() -> None:
+    """SIGTERM ends a command the way Ctrl-C does (its cleanup runs, exit 130), so that a
+    `kill` never leaves a playbook running with the cluster's lock released."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 @contextmanager
