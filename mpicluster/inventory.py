@@ -48,6 +48,14 @@ def _absolute_path(value: str) -> str:
     return value.rstrip("/") or "/"
 
 
+def _no_control_characters(value: str) -> str:
+    # a newline would split an error line (and the ansible.cfg line a path goes into)
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise PydanticCustomError("mpicluster", f"contains the control character {bad!r}")
+    return value
+
+
 def _version(value: str) -> str:
     import re
 
@@ -81,7 +89,7 @@ AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 Version = Annotated[str, AfterValidator(_version)]
 Sha256 = Annotated[str, AfterValidator(_sha256)]
 Url = Annotated[str, AfterValidator(_url)]
-UserPath = Annotated[str, Field(min_length=1)]
+UserPath = Annotated[str, Field(min_length=1), AfterValidator(_no_control_characters)]
 
 
 class _Model(BaseModel):
@@ -313,9 +321,13 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
     """Read and validate an inventory file."""
     path = Path(path)
     source = str(path)
-    if not path.exists():
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        raise InventoryError(source, [Problem((), f"cannot read: {exc.strerror}")]) from None
+    if not exists:
         raise InventoryError(source, [Problem((), "no such file")])
-    if path.is_dir():
+    if is_dir:
         raise InventoryError(source, [Problem((), "is a folder, not an inventory file")])
     try:
         text = path.read_text(encoding="utf-8")
@@ -333,7 +345,7 @@ def parse_inventory(
     except YamlSyntaxError as exc:
         raise InventoryError(source, [Problem((), exc.message, exc.line)]) from None
     if doc.data is None:
-        raise InventoryError(source, [Problem((), "the inventory is empty")])
+        raise InventoryError(source, [Problem((), "the inventory is empty", 1)])
     if not isinstance(doc.data, dict):
         raise InventoryError(
             source, [Problem((), "the top level must be a mapping (cluster:, nodes:, ...)", 1)]

@@ -27,6 +27,8 @@ PASS_PREFIXES = ("NCCL_", "PYTHON")
 PASS_NEVER = frozenset({"PYTHONHOME", "PYTHONEXECUTABLE", "PYTHONPYCACHEPREFIX"})
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PYTHONS = ("python", "python3")
+#: MPI's ranks are C ints: more is a typo, refused before reaching the head node.
+MAX_RANKS = 2**31 - 1
 
 #: Sets PyTorch's variables from Open MPI's in every rank, then runs the program.
 #: NODE_RANK: the rank's node, from the ranks per node (placed by slot, in order).
@@ -217,10 +219,11 @@ def validate(inventory: Inventory, options: RunOptions, control_env: Mapping[str
     """What can be judged before reaching the head node (UsageError for each)."""
     if not options.program:
         raise UsageError("no program to run: give it after --, e.g. -- python train.py")
-    if options.np is not None and options.np < 1:
-        raise UsageError("-np must be at least 1")
-    if options.per_node is not None and options.per_node < 1:
-        raise UsageError("--per-node must be at least 1")
+    for flag, value in (("-np", options.np), ("--per-node", options.per_node)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1")
+        if value is not None and value > MAX_RANKS:
+            raise UsageError(f"{flag} {value}: more than MPI's {MAX_RANKS} ranks")
     if options.launcher == "torchrun" and options.np is not None:
         raise UsageError("-np is for the mpirun launcher; torchrun takes --per-node")
     check_hosts(inventory, options.hosts)

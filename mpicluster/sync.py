@@ -79,9 +79,12 @@ def fan_out_script(destination: str, nodes: list[str]) -> str:
     `@@ NODE EXIT FILES LAST-LINE`."""
     dest = shlex.quote(destination)
     options = " ".join(shlex.quote(o) for o in RSYNC_OPTIONS)
+    # every piece quoted on its own: inside "..." the head's shell would still expand
+    # $(...), `...` and $NAME in the destination
+    rsync_path = shlex.quote(f"mkdir -p {dest} && rsync")
     one = (
-        "one() { out=$(rsync " + options + f' --rsync-path="mkdir -p {dest} && rsync" '
-        f'{dest}/ "$1:{destination}/" 2>&1); rc=$?; '
+        "one() { out=$(rsync " + options + f" --rsync-path={rsync_path} "
+        f'{dest}/ "$1":{shlex.quote(destination + "/")} 2>&1); rc=$?; '
         "files=$(printf '%s\\n' \"$out\" | sed -n 's/^Number of regular files transferred: "
         "//p' | tr -d ,); last=$(printf '%s\\n' \"$out\" | tail -n 1); "
         'echo "@@ $1 $rc ${files:-?} $last"; }'

@@ -7,10 +7,13 @@ keeping the last one, are reported as problems instead.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 Loc = tuple[str | int, ...]
 
@@ -55,11 +58,14 @@ class YamlSyntaxError(Exception):
 
 
 def format_loc(loc: Loc) -> str:
-    """('nodes', 2, 'address') -> 'nodes[2].address'."""
+    """('nodes', 2, 'address') -> 'nodes[2].address'; a key that is not a plain word
+    (a newline, a space, a dot) is shown quoted: ('a b',) -> "['a b']"."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(str(part)):
+            out += f"[{str(part)!r}]"
         else:
             out += f".{part}" if out else str(part)
     return out
@@ -67,7 +73,12 @@ def format_loc(loc: Loc) -> str:
 
 def load_text(text: str) -> YamlDocument:
     """Parse one YAML document; raise YamlSyntaxError with a line number on bad syntax."""
-    loader = yaml.SafeLoader(text)
+    try:
+        # the reader checks the characters at once: a control character raises here
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise YamlSyntaxError(f"invalid YAML: {exc.reason} (#x{exc.character:04x})", line) from None
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from pathlib import Path
@@ -114,6 +115,13 @@ def run(
     display = Display(messages_on_stderr=True)
     with guarded(display):
         inv = load_inventory(inventory)
+        # judged before anything reaches a node (--inspect included)
+        if hang_timeout is not None and not 0 < hang_timeout < math.inf:  # nan fails both
+            raise UsageError("--hang-timeout must be more than 0 seconds (and finite)")
+        if keep_hung and hang_timeout is None:
+            raise UsageError("--keep-hung needs --hang-timeout")
+        if sync_to and not sync:
+            raise UsageError("--sync-to needs --sync")
         if launcher not in ("mpirun", "torchrun"):
             raise UsageError(f"--launcher {launcher!r}: one of mpirun, torchrun")
         variables = {}
@@ -142,12 +150,6 @@ def run(
             if not report.ranks:
                 raise typer.Exit(1)
             return
-        if hang_timeout is not None and hang_timeout <= 0:
-            raise UsageError("--hang-timeout must be more than 0 seconds")
-        if keep_hung and hang_timeout is None:
-            raise UsageError("--keep-hung needs --hang-timeout")
-        if sync_to and not sync:
-            raise UsageError("--sync-to needs --sync")
         validate(inv, options, os.environ)
         synced = None
         if sync is not None and not dry_run:

@@ -8,6 +8,7 @@ rendering mpicluster/render/doctor.py.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 
@@ -45,8 +46,8 @@ def run_doctor(
     started = time.monotonic()
     progress = on_progress or (lambda message: None)
     selected = select_checks(checks)
-    if timeout is not None and timeout <= 0:
-        raise UsageError(f"--timeout {timeout}: must be more than 0 seconds")
+    if timeout is not None and not 0 < timeout < math.inf:  # nan fails both
+        raise UsageError(f"--timeout {timeout}: must be more than 0 seconds (and finite)")
     options = Options(
         checks=selected,
         timeout=float(timeout or inventory.ssh.connect_timeout),

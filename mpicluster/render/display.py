@@ -40,8 +40,8 @@ class Display:
     def __init__(self, *, quiet: bool = False, messages_on_stderr: bool = False):
         """`messages_on_stderr`: every message on stderr (for commands whose stdout is
         another program's, as `run`'s), JSON still on stdout."""
-        self.out = Console(stderr=messages_on_stderr, highlight=False, soft_wrap=True)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.out = Console(stderr=messages_on_stderr, highlight=False, soft_wrap=True, emoji=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
         self.quiet = quiet
         self.started = time.monotonic()
 

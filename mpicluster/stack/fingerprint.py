@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from mpicluster.errors import UsageError
 from mpicluster.inventory import Inventory
 from mpicluster.paths import data_path
 from mpicluster.stack.lockfile import Source
@@ -47,7 +49,12 @@ class Platform:
 
     @classmethod
     def for_wheels(cls, python: str, arch: str) -> Platform:
-        """Just what the wheelhouse depends on, for `fetch` without reaching the nodes."""
+        """Just what the wheelhouse depends on, for `fetch` without reaching the nodes;
+        UsageError for a value no node reports (before anything is downloaded)."""
+        if not re.fullmatch(r"3\.[0-9]{1,2}", python):
+            raise UsageError(f"--python {python!r}: a Python version like 3.11")
+        if not re.fullmatch(r"[a-z0-9_]{1,20}", arch):
+            raise UsageError(f"--arch {arch!r}: an architecture like x86_64 or aarch64")
         return cls(os="", arch=arch, python=python, gcc=None, cuda=None, gpu_archs=())
 
     @property

@@ -1,0 +1,388 @@
+"""Bad command-line input to every command: exit 2, a short answer, no traceback, and
+nothing reaches a node.
+
+The inventory's only node is 127.0.0.1 on a port this test listens on, counting the
+connections it accepts: after each bad command the count must still be 0. Nothing is
+started either (subprocess.Popen is refused while the command runs), and
+MPICLUSTER_HOME and HOME point into tmp_path, so no state is written elsewhere.
+(Bad inventories themselves: test_inventory_errors.py and test_inventory_property.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mpicluster.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Listener:
+    """A TCP port on 127.0.0.1 that accepts connections, counts and closes them."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.count += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def listener():
+    lis = Listener()
+    yield lis
+    lis.close()
+
+
+@pytest.fixture
+def place(tmp_path: Path, listener: Listener, monkeypatch) -> dict[str, str]:
+    """Files the cases name, by placeholder; HOME and MPICLUSTER_HOME in tmp_path."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("MPICLUSTER_DEBUG", raising=False)
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(
+        "cluster: test\n"
+        f"ssh: {{user: alice, port: {listener.port}, connect_timeout: 2, "
+        f"known_hosts: {known}}}\n"
+        f"sources: {{cache: {tmp_path / 'cache'}, artifacts: {tmp_path / 'artifacts'}}}\n"
+        "nodes:\n  - {name: n1, address: 127.0.0.1, slots: 2}\n"
+    )
+    bad_inv = tmp_path / "bad.yaml"
+    bad_inv.write_text(inv.read_text().replace("user: alice", "user: 'alice;reboot'"))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    latin = tmp_path / "latin1.yaml"
+    latin.write_bytes(b"cluster: caf\xe9\nnodes: [{name: n1}]\n")
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    bad_env = tmp_path / "bad.env"
+    bad_env.write_text("# comment\nGOOD=1\nnot a variable line\n")
+    return {
+        "inv": str(inv),
+        "bad_inv": str(bad_inv),
+        "folder": str(folder),
+        "latin": str(latin),
+        "loop": str(loop),
+        "missing": str(tmp_path / "missing.yaml"),
+        "long": str(tmp_path / ("x" * 300 + ".yaml")),
+        "bad_env": str(bad_env),
+        "file": str(known),
+    }
+
+
+# (id, arguments, a fragment of the answer). Click's own usage errors are marked "usage".
+CASES = [
+    # arguments and options Click refuses
+    ("validate-no-inventory", ["validate"], "usage", "Missing argument 'inventory'"),
+    ("up-no-inventory", ["up"], "usage", "Missing argument 'inventory'"),
+    ("smoke-no-inventory", ["smoke"], "usage", "Missing argument 'inventory'"),
+    ("doctor-no-inventory", ["doctor"], "usage", "Missing argument 'inventory'"),
+    ("hostfile-no-inventory", ["hostfile"], "usage", "Missing argument 'inventory'"),
+    ("fetch-no-inventory", ["fetch"], "usage", "Missing argument 'inventory'"),
+    ("run-no-inventory", ["run"], "usage", "Missing argument 'inventory'"),
+    ("unknown-command", ["frobnicate", "{inv}"], "usage", "No such command"),
+    ("run-unknown-option", ["run", "{inv}", "--bogus", "--", "true"], "usage", "--bogus"),
+    ("doctor-timeout-word", ["doctor", "{inv}", "--timeout", "abc"], "usage", "'--timeout'"),
+    ("doctor-seed-word", ["doctor", "{inv}", "--seed", "abc"], "usage", "'--seed'"),
+    ("run-np-word", ["run", "{inv}", "--np", "all", "--", "true"], "usage", "'-np'"),
+    (
+        "run-hang-timeout-word",
+        ["run", "{inv}", "--hang-timeout", "soon", "--", "true"],
+        "usage",
+        "'--hang-timeout'",
+    ),
+    ("hostfile-format-no-value", ["hostfile", "{inv}", "--format"], "usage", "'--format'"),
+    ("up-smoke-with-value", ["up", "{inv}", "--smoke=maybe"], "usage", "--smoke"),
+    ("local-up-zero-nodes", ["local", "up", "--nodes", "0"], "usage", "'--nodes'"),
+    ("local-up-nodes-word", ["local", "up", "--nodes", "many"], "usage", "'--nodes'"),
+    ("local-no-subcommand", ["local", "frob"], "usage", "No such command"),
+    ("down-no-inventory", ["down"], "usage", "Missing argument 'inventory'"),
+    ("down-node-no-value", ["down", "{inv}", "--node"], "usage", "'--node'"),
+    # the inventory argument itself
+    ("inventory-is-a-folder", ["validate", "{folder}"], "error", "is a folder"),
+    ("inventory-not-utf8", ["validate", "{latin}"], "error", "cannot read: not UTF-8 text"),
+    ("inventory-symlink-loop", ["up", "{loop}"], "error", "no such file"),
+    ("inventory-name-too-long", ["doctor", "{long}"], "error", "cannot read: File name too long"),
+    ("inventory-missing", ["smoke", "{missing}"], "error", "no such file"),
+    ("up-bad-inventory", ["up", "{bad_inv}"], "error", ":2: ssh.user: contains ';'"),
+    ("doctor-bad-inventory", ["doctor", "{bad_inv}"], "error", ":2: ssh.user: contains ';'"),
+    ("run-bad-inventory", ["run", "{bad_inv}", "--", "true"], "error", ":2: ssh.user"),
+    ("hostfile-bad-inventory", ["hostfile", "{bad_inv}"], "error", ":2: ssh.user"),
+    ("fetch-bad-inventory", ["fetch", "{bad_inv}"], "error", ":2: ssh.user"),
+    ("down-bad-inventory", ["down", "{bad_inv}"], "error", ":2: ssh.user"),
+    ("down-node-unknown", ["down", "{inv}", "--node", "n9"], "error", "--node n9: not in"),
+    ("down-node-hostile", ["down", "{inv}", "--node", "$(id)"], "error", "not in the inventory"),
+    ("down-node-only-one", ["down", "{inv}", "--node", "n1"], "error", "the cluster's only node"),
+    # run
+    ("run-no-program", ["run", "{inv}"], "error", "no program to run"),
+    ("run-empty-program", ["run", "{inv}", "--"], "error", "no program to run"),
+    ("run-np-zero", ["run", "{inv}", "--np", "0", "--", "true"], "error", "-np must be at least"),
+    ("run-np-negative", ["run", "{inv}", "-np", "-4", "--", "true"], "error", "-np must be"),
+    (
+        "run-np-huge",
+        ["run", "{inv}", "--np", "99999999999999999999999", "--", "true"],
+        "error",
+        "-np 99999999999999999999999: more than",
+    ),
+    ("run-per-node-zero", ["run", "{inv}", "--per-node", "0", "--", "true"], "error", "--per-node"),
+    (
+        "run-per-node-huge",
+        ["run", "{inv}", "--per-node", str(2**40), "--", "true"],
+        "error",
+        "--per-node",
+    ),
+    (
+        "run-hang-timeout-negative",
+        ["run", "{inv}", "--hang-timeout", "-5", "--", "true"],
+        "error",
+        "--hang-timeout must be more than 0",
+    ),
+    (
+        "run-hang-timeout-nan",
+        ["run", "{inv}", "--hang-timeout", "nan", "--", "true"],
+        "error",
+        "--hang-timeout must be more than 0",
+    ),
+    (
+        "run-hang-timeout-inf",
+        ["run", "{inv}", "--hang-timeout", "inf", "--", "true"],
+        "error",
+        "--hang-timeout",
+    ),
+    (
+        "run-inspect-hang-timeout-negative",
+        ["run", "{inv}", "--inspect", "--hang-timeout", "-5"],
+        "error",
+        "--hang-timeout must be more than 0",
+    ),
+    ("run-keep-hung-alone", ["run", "{inv}", "--keep-hung", "--", "true"], "error", "--keep-hung"),
+    ("run-sync-to-alone", ["run", "{inv}", "--sync-to", "/x", "--", "true"], "error", "--sync-to"),
+    (
+        "run-env-unset",
+        ["run", "{inv}", "--env", "NOT_SET_ANYWHERE", "--", "true"],
+        "error",
+        "--env",
+    ),
+    ("run-env-bad-name", ["run", "{inv}", "--env", "1BAD=x", "--", "true"], "error", "--env"),
+    ("run-env-space-name", ["run", "{inv}", "--env", "A B=x", "--", "true"], "error", "--env"),
+    ("run-env-empty", ["run", "{inv}", "--env", "", "--", "true"], "error", "--env"),
+    (
+        "run-env-substitution-name",
+        ["run", "{inv}", "--env", "$(reboot)=x", "--", "true"],
+        "error",
+        "--env",
+    ),
+    (
+        "run-env-file-missing",
+        ["run", "{inv}", "--env-file", "{missing}", "--", "true"],
+        "error",
+        "--env-file: no such file",
+    ),
+    (
+        "run-env-file-folder",
+        ["run", "{inv}", "--env-file", "{folder}", "--", "true"],
+        "error",
+        "--env-file: no such file",
+    ),
+    (
+        "run-env-file-bad-line",
+        ["run", "{inv}", "--env-file", "{bad_env}", "--", "true"],
+        "error",
+        "bad.env:3: not NAME=VALUE",
+    ),
+    (
+        "run-sync-missing",
+        ["run", "{inv}", "--sync", "{missing}", "--", "true"],
+        "error",
+        "--sync: no such folder",
+    ),
+    (
+        "run-sync-file",
+        ["run", "{inv}", "--sync", "{file}", "--", "true"],
+        "error",
+        "--sync: no such folder",
+    ),
+    (
+        "run-sync-to-newline",
+        ["run", "{inv}", "--sync", "{folder}", "--sync-to", "a\nb", "--", "true"],
+        "error",
+        "--sync-to: not a path",
+    ),
+    (
+        "run-sync-to-blank",
+        ["run", "{inv}", "--sync", "{folder}", "--sync-to", " ", "--", "true"],
+        "error",
+        "--sync-to: not a path",
+    ),
+    ("run-launcher-unknown", ["run", "{inv}", "--launcher", "srun", "--", "true"], "error", "srun"),
+    (
+        "run-torchrun-with-np",
+        ["run", "{inv}", "--launcher", "torchrun", "--np", "2", "--", "true"],
+        "error",
+        "-np is for the mpirun launcher",
+    ),
+    ("run-hosts-unknown", ["run", "{inv}", "--hosts", "n9", "--", "true"], "error", "no node 'n9'"),
+    ("run-hosts-twice", ["run", "{inv}", "--hosts", "n1,n1", "--", "true"], "error", "twice"),
+    (
+        "run-hosts-hostile",
+        ["run", "{inv}", "--hosts", "n1;reboot", "--", "true"],
+        "error",
+        "no node 'n1;reboot'",
+    ),
+    # doctor, hostfile, fetch
+    ("doctor-timeout-zero", ["doctor", "{inv}", "--timeout", "0"], "error", "--timeout 0.0"),
+    ("doctor-timeout-negative", ["doctor", "{inv}", "--timeout", "-3"], "error", "--timeout"),
+    ("doctor-timeout-nan", ["doctor", "{inv}", "--timeout", "nan"], "error", "--timeout nan"),
+    ("doctor-timeout-inf", ["doctor", "{inv}", "--timeout", "inf"], "error", "--timeout inf"),
+    ("doctor-check-unknown", ["doctor", "{inv}", "--check", "bogus"], "error", "not a check"),
+    (
+        "doctor-check-one-unknown",
+        ["doctor", "{inv}", "--check", "ssh", "--check", "ssh;id"],
+        "error",
+        "--check 'ssh;id'",
+    ),
+    ("hostfile-format-xml", ["hostfile", "{inv}", "--format", "xml"], "error", "--format 'xml'"),
+    ("hostfile-format-empty", ["hostfile", "{inv}", "--format", ""], "error", "--format ''"),
+    ("fetch-python-word", ["fetch", "{inv}", "--python", "abc"], "error", "--python 'abc'"),
+    ("fetch-python-two", ["fetch", "{inv}", "--python", "2.7"], "error", "--python '2.7'"),
+    (
+        "fetch-arch-hostile",
+        ["fetch", "{inv}", "--python", "3.11", "--arch", "x86_64;id"],
+        "error",
+        "--arch 'x86_64;id'",
+    ),
+    # local
+    ("local-up-bad-name", ["local", "up", "--name", "Bad_Name"], "error", "--name 'Bad_Name'"),
+    ("local-up-hostile-name", ["local", "up", "--name", "a$(id)"], "error", "--name"),
+    ("local-up-too-many", ["local", "up", "--nodes", "201"], "error", "--nodes 201"),
+    ("local-up-bad-subnet", ["local", "up", "--subnet", "nonsense"], "error", "--subnet"),
+    ("local-up-small-subnet", ["local", "up", "--subnet", "10.0.0.0/30"], "error", "too small"),
+    ("local-up-provider", ["local", "up", "--provider", "kvm"], "error", "--provider 'kvm'"),
+    (
+        "local-up-cuda-home",
+        ["local", "up", "--cuda", "--cuda-home", "{folder}"],
+        "error",
+        "no CUDA toolkit there",
+    ),
+    ("local-down-bad-name", ["local", "down", "--name", "a;b"], "error", "--name 'a;b'"),
+    ("local-status-unknown", ["local", "status", "--name", "nosuch"], "error", "no local cluster"),
+]
+
+
+def test_there_are_enough_cases():
+    assert len({c[0] for c in CASES}) == len(CASES) >= 40
+    commands = {c[1][0] for c in CASES}
+    every = {"validate", "up", "down", "smoke", "doctor", "hostfile", "fetch", "run", "local"}
+    assert commands >= every
+
+
+def fill(args: list[str], place: dict[str, str]) -> list[str]:
+    out = []
+    for arg in args:
+        for key, value in place.items():
+            arg = arg.replace("{" + key + "}", value)
+        out.append(arg)
+    return out
+
+
+def check_answer(output: str, kind: str, expected: str) -> None:
+    assert "Traceback" not in output, output
+    lines = output.strip().splitlines()
+    assert lines, "nothing printed"
+    if kind == "usage":
+        assert any(line.startswith("Error: ") for line in lines), output
+        assert len(lines) <= 6, output
+    else:
+        assert all(line.startswith("error: ") for line in lines), output
+        assert len(lines) == 1, output
+    assert expected in output, output
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch):
+    """No program may be started while the command runs."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a bad input started a program: {args[:1]}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+@pytest.mark.parametrize(
+    ("args", "kind", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_argument(args, kind, expected, place, listener, nothing_starts):
+    if "{long}" in args and os.pathconf("/tmp", "PC_NAME_MAX") > 300:
+        pytest.skip("this file system takes 300-character names")
+    result = CliRunner().invoke(app, fill(args, place))
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    check_answer(result.output, kind, expected)
+    assert listener.count == 0, "a bad input reached the node"
+
+
+def test_the_listener_sees_a_good_command(place, listener):
+    """The harness itself: a valid `run` does reach the node's port (and fails there)."""
+    result = CliRunner().invoke(app, ["run", place["inv"], "--", "true"])
+    assert result.exit_code not in (0, 2), result.output
+    assert listener.count >= 1
+
+
+SUBPROCESS_CASES = [
+    "inventory-not-utf8",
+    "inventory-name-too-long",
+    "run-np-huge",
+    "run-hang-timeout-nan",
+    "doctor-timeout-word",
+    "run-env-file-bad-line",
+    "fetch-python-word",
+    "local-down-bad-name",
+]
+
+
+@pytest.mark.parametrize("case", SUBPROCESS_CASES)
+def test_real_process_has_no_traceback(case, place, listener):
+    _, args, kind, expected = next(c for c in CASES if c[0] == case)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mpicluster", *fill(args, place)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=place["folder"],
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    check_answer(done.stderr, kind, expected)
+    assert listener.count == 0

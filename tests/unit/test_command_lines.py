@@ -1,0 +1,714 @@
+"""Every place that builds a command line for a shell, and hostile values through each.
+
+`test_every_command_builder_is_registered` scans the source (mpicluster/ and the
+Ansible modules in playbooks/library/) for what builds shell text: shlex.quote/join,
+`shell=True`, `sh -c`/`-c` with a built string, and a built string handed to a
+function that runs it on a node (run_on, exec_command, ...). Each function that does
+is listed in REGISTRY with the test below that feeds it hostile values; new code that
+builds a command line fails the scan until it has such a test.
+
+A hostile value must come back from the shell as exactly one intact word (shlex.split,
+or a real /bin/sh run on this machine against harmless stand-ins for the remote
+programs), or be refused earlier by the inventory's validation. No test here reaches
+another machine: remote programs are replaced by local recorders.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import itertools
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpicluster import remote
+from mpicluster.inventory import InventoryError, load_inventory, parse_inventory
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: module:function -> the test in this file that feeds it hostile values.
+REGISTRY = {
+    "mpicluster.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
+    "mpicluster.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
+    "mpicluster.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
+    "mpicluster.doctor.session:NodeSession.start_probe": "test_doctor_probe_command",
+    "mpicluster.hang:collect": "test_hang_collect_command",
+    "mpicluster.job:<module>": "test_head_facts_command_is_constant",
+    "mpicluster.job:remote_command": "test_launcher_runs_program_and_env_intact",
+    "mpicluster.launch:Launch.command": "test_dry_run_command_splits_back",
+    "mpicluster.launch:build": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.layout:Layout.shell_exports": "test_shell_exports_source_back_intact",
+    "mpicluster.local.podman:Podman.read_file": "test_local_host_key_reads_are_constant",
+    "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
+    "mpicluster.node_facts:gather": "test_node_facts_command",
+    "mpicluster.smoke:env_matrix": "test_smoke_env_matrix_command",
+    "mpicluster.smoke:mpirun_command": "test_smoke_commands_split_back",
+    "mpicluster.smoke:run_allreduce": "test_smoke_commands_split_back",
+    "mpicluster.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
+    "mpicluster.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
+}
+
+#: The argument that carries the command text, by the name of the function called.
+RUNNERS = {"exec_command": 0, "run_command": 1, "run_on": 2, "run_everywhere": 1, "system": 0}
+SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "dash", "zsh", "ssh"}
+
+HOSTILE = [
+    "a b",
+    "$(touch {marker})",
+    "`touch {marker}`",
+    ";touch {marker}",
+    "&& touch {marker}",
+    "| touch {marker}",
+    "'",
+    '"',
+    'it\'s "quoted"',
+    "x\ny",
+    "*",
+    "$HOME ${IFS}",
+    "\\",
+    "-rf",
+    "ünï€ødé ✓",
+    "",
+]
+
+
+#: For file names (no "/"): relative to the working folder, which `marker` makes tmp_path.
+ODD = "x $(touch pwned) `touch pwned` 'q\";y* ü"
+
+
+@pytest.fixture
+def marker(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "pwned"
+    yield path
+    assert not path.exists(), "a hostile value ran as a command"
+
+
+def hostile(marker: Path) -> list[str]:
+    return [h.replace("{marker}", str(marker)) for h in HOSTILE]
+
+
+# --- the scan -------------------------------------------------------------------------
+
+
+def _builds_string(node: ast.AST) -> bool:
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        return True
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("join", "format")
+    )
+
+
+def _shell_c(items: list[ast.expr]) -> bool:
+    """`sh -c`, or `-c` followed by built text (vagrant ssh NODE -c "...")."""
+    for first, second in itertools.pairwise(items):
+        if not isinstance(first, ast.Constant):
+            continue
+        shell_flag = isinstance(second, ast.Constant) and second.value in ("-c", "-lc")
+        if first.value in SHELLS and shell_flag:
+            return True
+        if first.value in ("-c", "--command") and _builds_string(second):
+            return True
+    return False
+
+
+class _Scan(ast.NodeVisitor):
+    def __init__(self, module: str):
+        self.module = module
+        self.scope: list[str] = []
+        self.found: dict[str, set[str]] = {}
+
+    def _add(self, why: str) -> None:
+        where = f"{self.module}:{'.'.join(self.scope) or '<module>'}"
+        self.found.setdefault(where, set()).add(why)
+
+    def _scoped(self, node) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        owner = (
+            func.value.id
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+            else ""
+        )
+        if owner == "shlex" or (name in ("quote", "join") and owner == "shlex"):
+            self._add(f"shlex.{name}")
+        for keyword in node.keywords:
+            if keyword.arg == "shell" and not (
+                isinstance(keyword.value, ast.Constant) and keyword.value.value is False
+            ):
+                self._add("shell=True")
+        if _shell_c(node.args):
+            self._add("sh -c")
+        where = RUNNERS.get(name)
+        if where is not None and len(node.args) > where and _builds_string(node.args[where]):
+            self._add(f"{name}(built text)")
+        self.generic_visit(node)
+
+    def visit_List(self, node) -> None:
+        if _shell_c(node.elts):
+            self._add("sh -c")
+        self.generic_visit(node)
+
+    visit_Tuple = visit_List
+
+
+def command_builders() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    files = [*REPO.glob("mpicluster/**/*.py"), *REPO.glob("playbooks/library/*.py")]
+    for path in sorted(files):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        scan = _Scan(module)
+        scan.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        found.update(scan.found)
+    return found
+
+
+def test_every_command_builder_is_registered():
+    found = command_builders()
+    missing = {where: sorted(why) for where, why in found.items() if where not in REGISTRY}
+    assert not missing, (
+        "new code builds a command line: add it to REGISTRY with a test that feeds it "
+        f"hostile values: {missing}"
+    )
+
+
+def test_registry_has_no_stale_entries():
+    found = command_builders()
+    assert not sorted(set(REGISTRY) - set(found)), "REGISTRY names code that is gone"
+    assert all(name in globals() for name in REGISTRY.values())
+
+
+def test_scan_finds_what_it_should(tmp_path):
+    code = (
+        "import shlex, subprocess\n"
+        "def a(x):\n    return shlex.quote(x)\n"
+        "def b(x):\n    subprocess.run(x, shell=True)\n"
+        "def c(x):\n    return ['sh', '-c', x]\n"
+        "def d(c, x):\n    c.exec_command(f'ls {x}')\n"
+        "def e(v, x):\n    v.run('ssh', 'n', '-c', f'cat {x}')\n"
+        "def f(x):\n    return ['ls', x]\n"
+    )
+    scan = _Scan("m")
+    scan.visit(ast.parse(code))
+    assert sorted(scan.found) == ["m:a", "m:b", "m:c", "m:d", "m:e"]
+
+
+# --- helpers --------------------------------------------------------------------------
+
+GOOD = "cluster: test\nssh: {user: alice}\nnodes:\n  - {name: n1, address: 10.0.0.1}\n"
+
+
+def inventory(tmp_path: Path, text: str = GOOD):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(text)
+    return load_inventory(path)
+
+
+def recorder(bin_dir: Path, name: str, exit_code: int = 0) -> Path:
+    """A stand-in program that appends its argv (JSON, one line per call) to NAME.calls."""
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    calls = bin_dir / f"{name}.calls"
+    path.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"with open({str(calls)!r}, 'a') as f:\n"
+        "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"sys.exit({exit_code})\n"
+    )
+    path.chmod(0o755)
+    return calls
+
+
+def calls_of(calls: Path) -> list[list[str]]:
+    if not calls.exists():
+        return []
+    return [json.loads(line) for line in calls.read_text().splitlines()]
+
+
+def sh(command: str, bin_dir: Path, **kwargs) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(
+        ["/bin/sh", "-c", command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        **kwargs,
+    )
+
+
+# --- values the inventory refuses never reach a command line ---------------------------
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "cluster: '{v}'\nnodes: [{{name: n1}}]\n",
+        "cluster: a\nnodes: [{{name: '{v}'}}]\n",
+        "cluster: a\nnodes: [{{name: n1, address: '{v}'}}]\n",
+        "cluster: a\nssh: {{user: '{v}'}}\nnodes: [{{name: n1}}]\n",
+        "cluster: a\nnodes: [{{name: n1, ssh: {{user: '{v}'}}}}]\n",
+        "cluster: a\nnetwork: {{interface: '{v}'}}\nnodes: [{{name: n1}}]\n",
+        "cluster: a\nstack: {{prefix: '/opt/{v}'}}\nnodes: [{{name: n1}}]\n",
+        "cluster: a\nstack: {{cuda_home: '/usr/{v}'}}\nnodes: [{{name: n1}}]\n",
+    ],
+    ids=["cluster", "name", "address", "user", "node-user", "interface", "prefix", "cuda_home"],
+)
+def test_inventory_refuses_hostile_names(template, marker):
+    for value in hostile(marker):
+        if value in ("-rf", ""):  # not metacharacters; refused for other reasons or allowed
+            continue
+        text = template.format(v=value.replace("'", "''"))
+        with pytest.raises(InventoryError):
+            parse_inventory(text)
+
+
+# --- the builders ---------------------------------------------------------------------
+
+
+def test_prepare_run_command_runs_as_written(tmp_path, marker, monkeypatch):
+    from mpicluster import ansible_run
+
+    inv = inventory(tmp_path)
+    runs = tmp_path / f"runs {ODD}"
+    run_dir, command = ansible_run.prepare_run(runs, "up", inv, {"a": 1}, {}, "site.yml")
+    words = shlex.split(command)
+    assert words[0] == f"ANSIBLE_CONFIG={run_dir / 'ansible.cfg'}"
+    assert words[1:] == [
+        "ansible-playbook",
+        "-i",
+        str(run_dir / "hosts.yml"),
+        "-e",
+        f"@{run_dir / 'vars.yml'}",
+        str(ansible_run.data_path("playbooks") / "site.yml"),
+    ]
+    bin_dir = tmp_path / "bin"
+    calls = recorder(bin_dir, "ansible-playbook")
+    done = sh(shlex.quote(str(run_dir / "command.sh")) + " --check 'extra arg'", bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert calls_of(calls) == [[*words[2:], "--check", "extra arg"]]
+
+
+def test_run_playbook_cmdline_keeps_the_vars_path(tmp_path, monkeypatch, marker):
+    import ansible_runner
+
+    from mpicluster import ansible_run
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(**kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(ansible_runner, "run_async", fake_run)
+    runs = tmp_path / ODD
+    with pytest.raises(Stop):
+        ansible_run.run_playbook(
+            inventory(tmp_path), "site.yml", runs_dir=runs, label="up", extravars={}
+        )
+    words = shlex.split(seen["cmdline"])
+    assert words[0] == "-e"
+    assert words[1].startswith(f"@{runs}/") and words[1].endswith("/vars.yml")
+    assert len(words) == 2
+
+
+def test_ansible_ssh_args_keep_the_known_hosts_path(tmp_path, marker):
+    from mpicluster import ansible_run
+
+    known = tmp_path / f"kh {ODD}"
+    known.write_text("")
+    text = GOOD + f"ssh: {{known_hosts: {json.dumps(str(known))}}}\n"
+    text = text.replace("ssh: {user: alice}\n", "")
+    inv = inventory(tmp_path, text)
+    words = shlex.split(ansible_run.ssh_args(inv))
+    assert f"UserKnownHostsFile={known}" in words
+    assert all(words[i] == "-o" for i in range(0, len(words), 2))
+
+
+def test_doctor_probe_command():
+    from mpicluster.doctor.session import BOOTSTRAP, NodeSession, probe_script
+
+    class Channel:
+        def exec_command(self, command):
+            self.command = command
+
+        def sendall(self, data):
+            pass
+
+    class Link:
+        def is_active(self):
+            return True
+
+        def open_session(self, timeout):
+            self.channel = Channel()
+            return self.channel
+
+    class Client:
+        transport = Link()
+
+    session = NodeSession.__new__(NodeSession)
+    session.client = Client()
+    session.start_probe({"hostile": "$(x) ' \""}, 1.0)
+    words = shlex.split(session.channel.command)
+    assert words == [remote.PYTHON, "-c", BOOTSTRAP, str(len(probe_script()))]
+
+
+def test_hang_collect_command(tmp_path, monkeypatch, marker):
+    from mpicluster import hang, transport
+    from mpicluster.layout import Layout
+
+    commands = []
+    monkeypatch.setattr(
+        transport, "run_everywhere", lambda inv, command, **kw: commands.append(command) or {}
+    )
+    inv = inventory(tmp_path)
+    lay = Layout.of(inv)
+    for job in [*hostile(marker), "*"]:
+        hang.collect(inv, inv.nodes, job, lay)
+        assert shlex.split(commands[-1]) == [remote.PYTHON, "-", job, lay.pyspy]
+
+
+def test_head_facts_command_is_constant(tmp_path):
+    from mpicluster import job
+
+    lexer = shlex.shlex(job.FACTS_COMMAND, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    assert job.FREE_PORT in list(lexer)
+    # built from constants only: no value of the user's reaches it
+    tree = ast.parse((REPO / "mpicluster" / "job.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "FACTS_COMMAND":
+            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            attrs = {n.attr for n in ast.walk(node.value) if isinstance(n, ast.Attribute)}
+            assert names <= {"layout", "remote", "shlex", "FREE_PORT"}, names
+            assert attrs <= {"HOSTFILE", "PYTHON", "quote"}, attrs
+
+
+def test_launcher_runs_program_and_env_intact(tmp_path, monkeypatch, marker):
+    """The command `run` sends to the head, run here by /bin/sh: the launcher starts the
+    program with every argument and variable exactly as given."""
+    from mpicluster import job
+    from mpicluster.launch import Launch
+
+    monkeypatch.setattr(remote, "PYTHON", sys.executable)
+    values = [v for v in hostile(marker) if "\x00" not in v]
+    show = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['HOSTILE_0']]))"
+    plan = Launch(
+        argv=[sys.executable, "-c", show, *values],
+        env={f"HOSTILE_{i}": v for i, v in enumerate(values)},
+        placement={"n1": 1},
+        ranks=1,
+    )
+    cwd = tmp_path / f"cwd {ODD}"
+    cwd.mkdir()
+    command = job.remote_command(plan, str(cwd))
+    words = shlex.split(command)
+    assert words[:3] == [sys.executable, "-c", remote.source("launcher")]
+    spec = json.loads(base64.b64decode(words[3]))
+    assert spec == {"argv": plan.argv, "env": plan.env, "cwd": str(cwd)}
+    with subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:  # stdin stays open: its end would stop the job
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=60)
+        proc.stdin.close()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == [values, values[0]]
+
+
+def test_dry_run_command_splits_back(marker):
+    from mpicluster.launch import Launch
+
+    values = hostile(marker)
+    env = {f"V{i}": v for i, v in enumerate(values)}
+    plan = Launch(argv=["mpirun", "-x", "V0", "prog", *values], env=env, placement={}, ranks=1)
+    words = shlex.split(plan.command())
+    assert words == ["env", *[f"{k}={v}" for k, v in env.items()], *plan.argv]
+
+
+def _head(user: str = "alice"):
+    from mpicluster.launch import HeadFacts
+
+    return HeadFacts(slots={"n1": 2}, mpi_major=5, free_port=29500, user=user)
+
+
+def test_torch_wrappers_pass_program_intact(tmp_path, marker):
+    """--torch and --launcher torchrun put `sh -c SCRIPT sh PROGRAM...` after mpirun's
+    options: run that part here, as a rank would."""
+    from mpicluster.launch import RunOptions, build
+
+    values = hostile(marker)
+    show = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('RANK')]))"
+    program = (sys.executable, "-c", show, *values)
+    inv = inventory(tmp_path)
+    env = {"NCCL_X": f"$(touch {marker})"}
+    rank_env = {
+        **os.environ,
+        "OMPI_COMM_WORLD_RANK": "1",
+        "OMPI_COMM_WORLD_SIZE": "2",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+    }
+
+    plan = build(inv, RunOptions(program=program, torch=True, mpi4py=False), _head(), env)
+    tail = plan.argv[plan.argv.index("sh") :]
+    assert tail[:2] == ["sh", "-c"] and tail[3:] == ["sh", *program]
+    assert plan.env["NCCL_X"] == env["NCCL_X"]
+    rank_env["MPICLUSTER_RANKS_PER_NODE"] = plan.env["MPICLUSTER_RANKS_PER_NODE"]
+    done = subprocess.run(tail, env=rank_env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [values, "1"]
+
+    plan = build(inv, RunOptions(program=program, launcher="torchrun"), _head(), env)
+    tail = plan.argv[plan.argv.index("sh") :]
+    assert tail[3:] == ["sh", *program]
+    bin_dir = tmp_path / "bin"
+    calls = recorder(bin_dir, "torchrun")
+    rank_env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+    done = subprocess.run(tail, env=rank_env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    (argv,) = calls_of(calls)
+    assert argv[argv.index("--master-addr") + 1] == "n1"
+    assert argv[argv.index("--node-rank") + 1] == "1"
+    assert argv[-len(program) :] == list(program)
+
+
+def test_shell_exports_source_back_intact(tmp_path, marker):
+    from mpicluster.layout import Layout
+
+    values = hostile(marker)
+    variables = {f"V{i}": v for i, v in enumerate(values)}
+    lay = Layout("/opt/odd-prefix.x_y+z@w", "source", "/usr/local/cuda-12.4")
+    script = tmp_path / "env"
+    script.write_text(lay.shell_exports(variables))
+    show = (
+        f"{shlex.quote(sys.executable)} -c 'import json, os; print(json.dumps(dict(os.environ)))'"
+    )
+    done = sh(f". {shlex.quote(str(script))}; {show}", tmp_path)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert {k: seen[k] for k in variables} == variables
+    assert seen["PATH"].startswith("/opt/odd-prefix.x_y+z@w/current/bin:")
+    assert seen["LD_LIBRARY_PATH"].startswith("/opt/odd-prefix.x_y+z@w/current/lib:")
+
+
+def test_local_host_key_reads_are_constant():
+    """`cat GLOB` in the local cluster's nodes reads a constant: no value of the user's
+    reaches that shell (the glob is the point)."""
+    from mpicluster.local import cluster, podman
+
+    assert set(cluster._HOST_KEYS) <= set("/abcdefghijklmnopqrstuvwxyz_.*")
+    tree = ast.parse(Path(cluster.__file__).read_text())
+    reads = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and (
+            node.func.attr == "read_file"
+            or any(isinstance(a, ast.Constant) and a.value == "-c" for a in node.args)
+        )
+    ]
+    assert len(reads) == 2
+    for node in reads:
+        text = node.args[-1]
+        used = {n.id for n in ast.walk(text) if isinstance(n, ast.Name)}
+        assert used == {"_HOST_KEYS"}, ast.unparse(node)
+    seen = []
+
+    class Fake(podman.Podman):
+        def _run(self, *args, check=True):
+            seen.append(args)
+
+            class Result:
+                output = ""
+
+            return Result()
+
+    Fake({}).read_file("c1", cluster._HOST_KEYS)
+    assert seen == [("exec", "c1", "sh", "-c", f"cat {cluster._HOST_KEYS}")]
+
+
+def test_node_facts_command(tmp_path, monkeypatch):
+    from mpicluster import node_facts, transport
+
+    commands = []
+    monkeypatch.setattr(
+        transport, "run_everywhere", lambda inv, command, **kw: commands.append(command) or {}
+    )
+    text = GOOD + "stack: {prefix: /opt/odd-prefix.x_y+z@w, cuda_home: /usr/cuda-1.2}\n"
+    inv = inventory(tmp_path, text)
+    node_facts.gather(inv)
+    assert shlex.split(commands[0]) == [
+        remote.PYTHON,
+        "-",
+        "/opt/odd-prefix.x_y+z@w",
+        "/usr/cuda-1.2",
+    ]
+
+
+def test_smoke_env_matrix_command(tmp_path, monkeypatch):
+    from mpicluster import smoke, transport
+    from mpicluster.layout import Layout
+
+    commands = []
+
+    def fake(inv, command, **kw):
+        commands.append(command)
+        return {n.name: transport.RemoteResult(n.name, error="x") for n in inv.nodes}
+
+    monkeypatch.setattr(transport, "run_everywhere", fake)
+    inv = inventory(tmp_path)
+    smoke.env_matrix(inv, Layout.of(inv))
+    words = shlex.split(commands[0])
+    assert words[:2] == [remote.PYTHON, "-"] and len(words) == 3
+    assert json.loads(words[2])["peers"] == ["n1"]
+
+
+def test_smoke_commands_split_back(tmp_path, monkeypatch):
+    from mpicluster import smoke, transport
+    from mpicluster.layout import Layout
+
+    text = (
+        "cluster: test\nnetwork: {interface: 'eth0.1@x_y-z'}\nstack: {prefix: /opt/a-b.c}\n"
+        "nodes:\n  - {name: n1, address: 10.0.0.1, gpus: 2, slots: 1}\n"
+        "  - {name: n2.example-x, gpus: 1}\n"
+    )
+    inv = inventory(tmp_path, text)
+    lay = Layout.of(inv)
+    for kind in ("mpi4py", "horovod", "torch", "nccl-tests", "cuda"):
+        command = smoke.mpirun_command(inv, lay, 5, "root", kind)
+        words = shlex.split(command)
+        assert words[0] == "/opt/a-b.c/current/bin/mpirun"
+        assert "--allow-run-as-root" in words
+        assert " ".join(shlex.quote(w) for w in words) == command
+
+    commands = []
+
+    def fake_run_on(inv, node, command, **kw):
+        commands.append(command)
+        return transport.RemoteResult(node.name, "mpirun (Open MPI) 5.0.7", "", 0)
+
+    monkeypatch.setattr(transport, "run_on", fake_run_on)
+    smoke.run_allreduce(inv, lay, 12.7, "mpi4py")
+    assert shlex.split(commands[0]) == ["/opt/a-b.c/current/bin/mpirun", "--version"]
+    words = shlex.split(commands[1])
+    assert words[:4] == ["timeout", "-k", "10", "12"]
+    user = inv.node_ssh(inv.nodes[0]).user
+    assert words[4:] == shlex.split(smoke.mpirun_command(inv, lay, 5, user))
+
+
+def test_sync_fan_out_script_under_sh(tmp_path, marker):
+    """The script the head runs to send --sync on to the other nodes, run here by /bin/sh
+    with stand-ins for rsync (and mkdir, for its --rsync-path)."""
+    from mpicluster import sync
+
+    bin_dir = tmp_path / "bin"
+    rsync_calls = recorder(bin_dir, "rsync")
+    for value in hostile(marker):
+        if "\n" in value:  # refused by destination_for
+            with pytest.raises(Exception, match="--sync-to"):
+                sync.destination_for(tmp_path, value)
+            continue
+        if not value:  # the default folder
+            continue
+        destination = sync.destination_for(tmp_path, value)
+        rsync_calls.unlink(missing_ok=True)
+        done = sh(sync.fan_out_script(destination, ["n2", "n3"]), bin_dir)
+        assert done.returncode == 0, done.stderr
+        calls = calls_of(rsync_calls)
+        assert len(calls) == 2, (value, done.stdout, done.stderr)
+        for argv in calls:
+            assert argv[:4] == sync.RSYNC_OPTIONS
+            assert argv[4] == f"--rsync-path=mkdir -p {shlex.quote(destination)} && rsync"
+            assert argv[5] == f"{destination}/"
+            assert argv[6] in (f"n2:{destination}/", f"n3:{destination}/")
+        # what the far rsync runs (its --rsync-path) keeps the folder one word too
+        mkdir_calls = recorder(bin_dir, "mkdir")
+        rsync_calls.unlink()
+        path_command = calls[0][4].removeprefix("--rsync-path=")
+        assert sh(path_command + " --server . x", bin_dir).returncode == 0
+        assert calls_of(mkdir_calls) == [["-p", destination]]
+        (bin_dir / "mkdir").unlink()
+        mkdir_calls.unlink()
+
+
+def test_sync_tree_through_rsync_and_ssh(tmp_path, monkeypatch, marker):
+    """`run --sync` end to end here: the real rsync, a stand-in ssh that records its argv
+    and runs the remote command with /bin/sh against stand-in mkdir and rsync."""
+    import shutil
+
+    from mpicluster import sync
+
+    if shutil.which("rsync") is None:
+        pytest.skip("rsync is not installed")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    remote_bin = tmp_path / "remote-bin"
+    mkdir_calls = recorder(remote_bin, "mkdir")
+    rsync_calls = recorder(remote_bin, "rsync", exit_code=12)
+    ssh_calls = bin_dir / "ssh.calls"
+    (bin_dir / "ssh").write_text(
+        f"#!{sys.executable}\nimport json, os, subprocess, sys\n"
+        f"with open({str(ssh_calls)!r}, 'a') as f:\n"
+        "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "at = sys.argv.index('127.0.0.1')\n"
+        f"env = dict(os.environ, PATH={str(remote_bin)!r} + ':' + os.environ['PATH'])\n"
+        "sys.exit(subprocess.call(['/bin/sh', '-c', ' '.join(sys.argv[at + 1:])], env=env,"
+        " stdin=subprocess.DEVNULL))\n"
+    )
+    (bin_dir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+    odd = f"k {ODD}"
+    key = tmp_path / odd
+    key.write_text("not a key")
+    key.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    known = tmp_path / f"known {odd}"
+    known.write_text("")
+    text = (
+        "cluster: test\n"
+        f"ssh: {{user: alice, port: 2222, identity: {json.dumps(str(key))}, "
+        f"known_hosts: {json.dumps(str(known))}}}\n"
+        "nodes:\n  - {name: n1, address: 127.0.0.1}\n"
+    )
+    inv = inventory(tmp_path, text)
+    source = tmp_path / f"src {odd}"
+    source.mkdir()
+    (source / "f.txt").write_text("x")
+    for value in ["mpicluster-run/a b", f"$(touch {marker})", 'it\'s "q" `x` *']:
+        destination = sync.destination_for(source, value)
+        with pytest.raises(Exception, match="--sync to n1 failed"):
+            sync.sync_tree(inv, source, destination, inv.nodes[0], [], lambda m: None)
+        argv = calls_of(ssh_calls)[-1]
+        assert argv[argv.index("-i") + 1] == str(key)
+        assert f"UserKnownHostsFile={known}" in argv
+        assert argv[argv.index("-p") + 1] == "2222"
+        assert calls_of(mkdir_calls)[-1] == ["-p", destination]
+        assert calls_of(rsync_calls)[-1][-1] == f"{destination}/"
