@@ -68,6 +68,7 @@ class HostStats:
             "failed": self.failed,
             "unreachable": self.unreachable,
             "seconds": round(self.seconds, 1),
+            "last_task": f"{self.stage}: {self.task}" if self.stage else "",
             "failures": self.failures,
             **({"actions": self.actions} if self.actions else {}),
         }
@@ -328,7 +329,7 @@ class _Collector:
         elif kind == "runner_on_unreachable":
             stats.unreachable += 1
             message = _failure_message(result)
-            stats.failures.append(f"unreachable: {message}")
+            stats.failures.append(f"{self.stage}: {self.task}: unreachable: {message}")
             self.sink(Event("unreachable", host, self.stage, self.task, message))
         elif kind == "runner_on_skipped":
             stats.skipped += 1

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
+import sys
+import threading
 import time
 
 from mpicluster.inventory import load_inventory
 from mpicluster.layout import Layout
-from tests.conftest import LocalCluster
+from tests.conftest import REPO, LocalCluster
 
 
 def container(cluster: LocalCluster | str, node: str) -> tuple[str, dict[str, str]]:
@@ -113,3 +116,97 @@ def stock(cluster: LocalCluster, inventory, nodes: list[str]) -> dict[str, dict]
         command = f"python3 -c {shlex.quote(_STOCK)} {shlex.quote(footprint)} {shlex.quote(user)}"
         found[node] = json.loads(podman_exec(cluster, node, command).stdout)
     return found
+
+
+class Started:
+    """A mpicluster command running in the background (its own process group, as from a
+    terminal), its stderr read line by line as it comes."""
+
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mpicluster", *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.stdout = ""
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        self.stdout = self.proc.stdout.read()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 600) -> None:
+        """Until a line of stderr holds `text` (fails if the command ends first)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not any(text in line for line in self.lines):
+                assert self.proc.poll() is None, f"ended before {text!r}:\n{self.stderr[-3000:]}"
+                left = deadline - time.monotonic()
+                assert left > 0, f"no {text!r} in {timeout} s:\n{self.stderr[-3000:]}"
+                self._changed.wait(min(left, 1.0))
+
+    def interrupt(self, sig: int = signal.SIGINT, *, group: bool = True) -> None:
+        """Ctrl-C (SIGINT to the whole group) or a `kill` of mpicluster alone."""
+        if group:
+            os.killpg(self.proc.pid, sig)
+        else:
+            os.kill(self.proc.pid, sig)
+
+    def finish(self, timeout: float = 600) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise
+
+
+#: Temporary files of an interrupted write: Ansible's atomic moves, mpicluster's own.
+HALF_WRITTEN = (
+    "find /etc /var/lib/mpicluster /var/tmp /home /opt -xdev \\( -name '.ansible_tmp*' "
+    "-o -name '.mpicluster.*' -o -name '.environment.*' -o -name '.journal.*' "
+    "-o -name '*.part' \\) -print 2>/dev/null; true"
+)
+
+
+def half_written(cluster: LocalCluster | str, node: str) -> list[str]:
+    """Temporary files an interrupted write left on the node, and /etc/environment
+    with a block opened but not closed."""
+    found = podman_exec(cluster, node, HALF_WRITTEN).stdout.split()
+    blocks = podman_exec(
+        cluster,
+        node,
+        "grep -c '^# BEGIN mpicluster' /etc/environment; grep -c '^# END mpicluster' "
+        "/etc/environment; true",
+    ).stdout.split()
+    if len(set(blocks)) != 1:
+        found.append(f"/etc/environment: BEGIN/END counts {blocks}")
+    return found
+
+
+def playbooks_running(cluster_name: str) -> list[str]:
+    """ansible-playbook processes on this machine still working for the cluster."""
+    done = subprocess.run(
+        ["pgrep", "-af", f"clusters/{cluster_name}/runs/"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [line for line in done.stdout.splitlines() if "ansible" in line]

@@ -1,7 +1,11 @@
-"""`mpicluster down` on a real 3-node local cluster (install: packages): every file `up`
-touched is byte for byte as before `up`, on every node, with users' lines kept; `up`
-works again after it; `down --node` takes one node out and `up` adds it back; a node
-that cannot be reached is reported, and `down` run again finishes it.
+"""`mpicluster down` and `up` under faults on a real 3-node local cluster (install:
+packages). Down: every file `up` touched is byte for byte as before `up`, on every node,
+with users' lines kept; `up` works again after it; `down --node` takes one node out and
+`up` adds it back; a node that cannot be reached is reported, and `down` run again
+finishes it. Faults: a second `up` or `down` while one runs refuses at once; `up`
+interrupted (Ctrl-C, `kill`) at several points leaves no playbook running, no lock and
+no half-written file, and the next `up` succeeds; a node killed during the trust and
+environment steps is named with its step while the others finish.
 
 The source stack's part (the prefix, the dynamic linker's entry) is tested on the built
 cluster at the end of test_stack_run.py.
@@ -10,12 +14,22 @@ cluster at the end of test_stack_run.py.
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from mpicluster.cluster_key import cluster_dir
-from tests.cluster.nodes import podman, podman_exec, stock, wait_for_ssh
+from tests.cluster.nodes import (
+    Started,
+    half_written,
+    playbooks_running,
+    podman,
+    podman_exec,
+    stock,
+    wait_for_ssh,
+)
 from tests.conftest import LocalCluster, inventory_with, mpicluster, start_local_cluster
 
 pytestmark = pytest.mark.cluster
@@ -169,3 +183,71 @@ def test_down_node_not_in_the_inventory_is_one_line_and_touches_nothing(inventor
     assert done.stderr.strip().splitlines() == [
         "error: --node node9: not in the inventory (its nodes: node1, node2, node3)"
     ]
+
+
+def test_a_second_up_or_down_refuses_at_once_while_up_runs(inventory):
+    first = Started("up", str(inventory))
+    first.wait_for("Running playbooks/site.yml")
+    for command in ("up", "down"):
+        started = time.monotonic()
+        done = mpicluster(command, str(inventory), check=False)
+        assert time.monotonic() - started < 15
+        assert done.returncode == 1, done.stderr
+        assert (
+            f"another mpicluster up or down is running for cluster {NAME} "
+            f"(pid {first.proc.pid}: mpicluster up)"
+        ) in done.stderr
+    assert first.finish() == 0, first.stderr[-3000:]
+
+
+#: (what `up` is doing, how it is stopped): Ctrl-C reaches the whole process group; a
+#: `kill` reaches mpicluster alone, which must stop its playbook itself.
+INTERRUPTIONS = [
+    ("[ssh_mesh] Authorize the cluster key", signal.SIGINT, True),
+    ("[node_environment] Add /etc/hosts entries", signal.SIGTERM, False),
+    ("[hostfiles] Write the hostfiles", signal.SIGTERM, False),
+    ("Smoke test: MPI allreduce", signal.SIGINT, True),
+]
+
+
+def test_up_interrupted_at_several_points_leaves_nothing_half_done(cluster, inventory):
+    assert mpicluster("down", str(inventory), check=False).returncode == 0
+    for where, sig, group in INTERRUPTIONS:
+        run = Started("up", str(inventory))
+        run.wait_for(where)
+        run.interrupt(sig, group=group)
+        assert run.finish(120) == 130, f"{where}: {run.stderr[-3000:]}"
+        assert "interrupted" in run.stderr.splitlines()[-1]
+        assert playbooks_running(NAME) == [], where
+        for node in NODES:
+            assert half_written(cluster, node) == [], (where, node)
+    up_result = up(inventory)  # no lock left behind, and what was half done is finished
+    assert len(up_result["smoke"]["pairs"]) == 9
+
+
+def test_a_node_killed_during_trust_and_environment_is_named_and_the_others_finish(
+    cluster, inventory
+):
+    assert mpicluster("down", str(inventory), check=False).returncode == 0
+    run = Started("up", str(inventory), "--json")
+    run.wait_for("[ssh_mesh] Install the cluster's private key")
+    podman(cluster, "node3", "kill")
+    try:
+        assert run.finish() == 4, run.stderr[-3000:]
+        result = json.loads(run.stdout)
+        dead = result["hosts"]["node3"]
+        assert dead["status"] == "unreachable"
+        stage = dead["failures"][0].split(":")[0]
+        assert stage in ("ssh_mesh", "node_environment", "hostfiles"), dead
+        for node in ("node1", "node2"):
+            assert result["hosts"][node]["status"] == "changed", result["hosts"][node]
+            hostfile = podman_exec(cluster, node, "cat /etc/mpicluster/hostfile").stdout
+            assert "node3" in hostfile  # they went on to the end
+        assert result["smoke"] is None
+    finally:
+        podman(cluster, "node3", "start")
+    wait_for_ssh(cluster, "node3")
+    assert half_written(cluster, "node3") == []
+    result = up(inventory)
+    assert result["hosts"]["node3"]["status"] == "changed"
+    assert len(result["smoke"]["pairs"]) == 9
