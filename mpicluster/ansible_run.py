@@ -7,9 +7,11 @@ equivalent `ansible-playbook` command so a user can rerun it by hand.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -257,15 +259,15 @@ def run_playbook(
     )
     interrupted = False
     try:
-        # Ctrl-C or SIGTERM (the CLI turns it into KeyboardInterrupt): ansible-runner
-        # kills ansible-playbook's process group, and only then does this return, so the
-        # cluster's lock is never released while a playbook still runs.
+        # Ctrl-C or SIGTERM (the CLI turns it into KeyboardInterrupt): the playbook is
+        # stopped, and only then does this return, so the cluster's lock is never let go
+        # while a playbook still runs.
         while thread.is_alive():
             try:
                 thread.join(0.2)
             except KeyboardInterrupt:
                 interrupted = True
-                cancel.set()
+                stop_playbook(thread, cancel)
     finally:
         log = run_dir / "ansible.log"
         produced = run_dir / "runner" / "artifacts" / "run" / "stdout"
@@ -282,6 +284,70 @@ def run_playbook(
         hosts=hosts,
         seconds=time.monotonic() - started,
     )
+
+
+#: Seconds ansible-playbook gets to stop its workers after SIGINT before it is killed.
+STOP_GRACE = 30.0
+
+
+def _process_table() -> dict[int, int]:
+    """pid -> parent pid, from /proc."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        table[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return table
+
+
+def _descendants(root: int) -> set[int]:
+    table = _process_table()
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        children = {pid for pid, parent in table.items() if parent in frontier}
+        frontier = children - found
+        found |= children
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def stop_playbook(thread: threading.Thread, cancel: threading.Event) -> None:
+    """Stop the running playbook as Ctrl-C in its own terminal would: SIGINT to
+    ansible-playbook, which ends its workers (each in a session of its own, so they
+    never saw the user's Ctrl-C) and exits; after STOP_GRACE, or a second Ctrl-C,
+    ansible-runner kills it. Returns once none of its processes is left."""
+    processes = _descendants(os.getpid())
+    for pid in processes:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ansible-playbook" in command and _process_table().get(pid) == os.getpid():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE
+    while thread.is_alive() or any(_alive(p) for p in processes):
+        try:
+            if time.monotonic() > deadline:
+                cancel.set()
+                for pid in processes:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            thread.join(0.1)
+        except KeyboardInterrupt:
+            deadline = 0.0
 
 
 class _Collector:

@@ -12,7 +12,7 @@ from mpicluster import __version__
 from mpicluster.errors import MpiclusterError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
-from mpicluster.stack import recipe, sources, wheels
+from mpicluster.stack import artifacts, recipe, sources, wheels
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
 from mpicluster.stack.lockfile import Source
@@ -98,17 +98,21 @@ def prepare(
     cached, houses = fetched.files, fetched.houses
     files = {name: entry.path for name, entry in cached.items()}
     needed = [entry.source for entry in cached.values()]  # the files actually used
-    artifacts = inventory.resolve_path(inventory.sources.artifacts)
-    artifacts.mkdir(parents=True, exist_ok=True)
+    cache_dir = inventory.resolve_path(inventory.sources.artifacts)
+    cache_dir.mkdir(parents=True, exist_ok=True)
     groups = plan(
         inventory,
         facts,
         needed,
         {t: h.digest for t, h in houses.items()},
         recipe_digest(),
-        artifacts,
+        cache_dir,
     )
     result = StackPlan(groups)
+    for group in groups:
+        if group.install and not group.builder and group.artifact is not None:
+            progress(f"Checking {group.artifact.name} against its recorded sha256")
+            artifacts.verify(group.artifact)
     specs = {}
     for group in groups:
         specs[group.fingerprint] = _group_spec(

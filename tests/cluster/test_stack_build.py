@@ -1,7 +1,8 @@
 """The from-source stack on a real 3-node cluster, built ONCE and installed on all nodes
 by copy: Open MPI (Debian's copy of the upstream tree), mpi4py and Horovod with PyTorch
-on CPU; an interrupted build, a checksum mismatch, a rerun, doctor on the result and a
-node added later.
+on CPU; an interrupted build, a checksum mismatch, a rerun, doctor on the result, a
+node added later; then faults of the install by copy on that node: a damaged artifact,
+the node killed during the copy, its disk full during the copy.
 
 In CI the nodes are `local up --cuda` nodes (this machine's CUDA toolkit, no GPU), so
 the one build serves both paths: Open MPI 5.0.7 CUDA-aware (PRRTE launches over ssh),
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import NAME, PREFIX, SUBNET, with_stack
+from tests.cluster.nodes import Started, half_written, podman, podman_exec, wait_for_ssh
 from tests.cluster.test_doctor import doctor, problems
 from tests.cluster.test_nccl_build import ELF, PTX, fatbin_entries
 from tests.conftest import REPO, mpicluster, start_local_cluster
@@ -229,3 +232,108 @@ def test_node_added_later_installs_from_the_cache(build):
     assert on_path(cluster, "node4") == f"{PREFIX}/current/bin/mpirun"
     assert cluster.ssh("node4", "command -v gcc", check=False).returncode != 0
     assert "build on" not in done.stderr  # from the artifact cache, no rebuild
+
+
+def test_a_corrupted_or_truncated_artifact_is_refused_with_its_path(build, tmp_path):
+    """node4 taken out (its stack removed), then `up` from a copy of the artifact cache
+    with the pack damaged: refused before any change, the file named, nothing installed."""
+    cluster = build["cluster"]
+    done = mpicluster("down", str(build["inventory"]), "--node", "node4", check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert cluster.ssh("node4", f"test -e {PREFIX}", check=False).returncode == 1
+    copy = tmp_path / "artifacts"
+    shutil.copytree(build["artifacts"], copy)
+    (pack,) = copy.glob("stack-*.tar.gz")
+    whole = pack.read_bytes()
+    inventory = with_stack(
+        build["generated"],
+        tmp_path / "damaged.yaml",
+        build["variant"],
+        build["openmpi"],
+        build["work"] / "sources",
+        copy,
+    )
+    for damage in ("one bit flipped", "truncated"):
+        pack.write_bytes(
+            whole[: len(whole) // 2]
+            if damage == "truncated"
+            else whole[:4096] + bytes([whole[4096] ^ 1]) + whole[4097:]
+        )
+        done = mpicluster("up", str(inventory), check=False)
+        assert done.returncode == 1, (damage, done.stderr[-3000:])
+        assert f"artifact cache: {pack} does not match the sha256 recorded" in done.stderr
+        assert "Running playbooks/site.yml" not in done.stderr, damage
+        left = cluster.ssh("node4", f"ls -A {PREFIX} 2>/dev/null; true").stdout.strip()
+        assert left == "", (damage, left)
+
+
+def test_a_node_killed_during_the_copy_is_named_and_the_next_up_finishes(build):
+    cluster, inventory = build["cluster"], str(build["inventory"])
+    run = Started("up", inventory, "--json")
+    run.wait_for("[stack_install] Copy the pack")
+    time.sleep(1)
+    podman(cluster, "node4", "kill")
+    try:
+        assert run.finish() == 4, run.stderr[-3000:]
+        hosts = json.loads(run.stdout)["hosts"]
+        assert hosts["node4"]["status"] == "unreachable"
+        assert hosts["node4"]["failures"][0].startswith("stack_install: "), hosts["node4"]
+        assert {hosts[n]["status"] for n in ("node1", "node2", "node3")} <= {"ok", "changed"}
+    finally:
+        podman(cluster, "node4", "start")
+    wait_for_ssh(cluster, "node4")
+    assert on_path(cluster, "node4") == ""
+    assert cluster.ssh("node4", f"test -e {PREFIX}/current", check=False).returncode == 1
+    done = mpicluster("up", inventory, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "install from the artifact cache on node4" in done.stderr  # no rebuild
+    fp = json.loads(cluster.ssh("node4", f"cat {PREFIX}/current/FINGERPRINT.json").stdout)
+    stacks = cluster.ssh("node4", f"ls -A {PREFIX}/stacks").stdout.split()
+    assert stacks == [fp["fingerprint"]]  # what the killed copy left is gone
+    assert half_written(cluster, "node4") == []
+
+
+#: node4's active tree moved aside and made to look older, and its stacks folder a
+#: symbolic link into /dev/shm (a tmpfs) with 100 MiB left: the pack does not fit.
+SMALL_DISK = f"""
+set -e
+cd {PREFIX}
+fp=$(readlink current | sed 's|^stacks/||')
+mv stacks/$fp previous && rmdir stacks && ln -sfn previous current
+cp previous/FINGERPRINT.json /root/FINGERPRINT.json.saved
+sed -i "s/\\"$fp\\"/\\"0ld$fp\\"/" previous/FINGERPRINT.json
+mkdir -p /dev/shm/stacks && ln -s /dev/shm/stacks stacks
+free=$(df --output=avail -k /dev/shm | tail -1)
+fallocate -l $(( (free - 102400) * 1024 )) /dev/shm/filler
+echo $fp
+"""
+
+RESTORE = f"""
+set -e
+cd {PREFIX}
+rm -f /dev/shm/filler stacks && rm -rf /dev/shm/stacks && mkdir stacks
+mv previous stacks/$FP && cp /root/FINGERPRINT.json.saved stacks/$FP/FINGERPRINT.json
+ln -sfn stacks/$FP current
+"""
+
+
+def test_a_full_disk_during_the_copy_names_node_and_path_and_keeps_the_active_stack(build):
+    cluster, inventory = build["cluster"], str(build["inventory"])
+    fp = podman_exec(cluster, "node4", SMALL_DISK).stdout.split()[-1]
+    try:
+        done = mpicluster("up", inventory, "--json", check=False)
+        assert done.returncode == 3, done.stderr[-4000:]
+        hosts = json.loads(done.stdout)["hosts"]
+        assert {n for n, h in hosts.items() if h["status"] == "failed"} == {"node4"}
+        failure = " ".join(hosts["node4"]["failures"])
+        assert f"stack {fp} not installed in {PREFIX}/stacks" in failure, failure
+        assert "No space left on device" in failure or "ENOSPC" in failure, failure
+        assert "the active stack is unchanged" in failure
+        assert cluster.ssh("node4", f"readlink {PREFIX}/current").stdout.strip() == "previous"
+        assert on_path(cluster, "node4") == f"{PREFIX}/current/bin/mpirun"
+        assert podman_exec(cluster, "node4", "ls -A /dev/shm/stacks").stdout.strip() == ""
+    finally:
+        podman_exec(cluster, "node4", f"FP={fp}\n{RESTORE}")
+    done = mpicluster("up", inventory, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "already active on node1, node2, node3, node4" in done.stderr
