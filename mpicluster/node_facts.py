@@ -28,9 +28,10 @@ class HostsUnreachable(MpiclusterError):
         super().__init__(f"{first[0]}: {first[1]}{more}; nothing was changed on any node")
 
 
-def gather(inventory: Inventory) -> Facts:
+def gather(inventory: Inventory, *, reachable_only: bool = False) -> Facts:
     """Every node's facts (mpicluster/remote/nodeinfo.py); HostsUnreachable naming each
-    node that cannot be reached and why."""
+    node that cannot be reached and why (`reachable_only`: the facts of those that can
+    be, for `down`, which reports the others itself)."""
     command = " ".join(
         shlex.quote(a)
         for a in (remote.PYTHON, "-", inventory.stack.prefix, inventory.stack.cuda_home)
@@ -49,9 +50,26 @@ def gather(inventory: Inventory) -> Facts:
             facts[name] = json.loads(result.stdout)
         except json.JSONDecodeError:
             reasons[name] = f"probe printed no facts: {last_line(result.stdout, 'no output')}"
-    if reasons:
+    if reasons and not reachable_only:
         raise HostsUnreachable(reasons)
     return facts
+
+
+def check_no_job(facts: Facts, nodes: list[str], change: str) -> None:
+    """A MpiclusterError, before any change, when a job runs on the stack that `change`
+    would replace or remove on one of `nodes`."""
+    busy = {n: facts[n]["stack_users"] for n in nodes if (facts.get(n) or {}).get("stack_users")}
+    if not busy:
+        return
+    node, users = next(iter(busy.items()))
+    first = users[0]
+    more = f" and {len(busy) - 1} more node(s)" if len(busy) > 1 else ""
+    raise MpiclusterError(
+        f"{node}: a job is running on the active stack (pid {first['pid']}: "
+        f"{first['command'][:80]}){more}; {change} would pull the stack from under it; "
+        "nothing was changed",
+        hint="let the job end (or stop it), then run this again",
+    )
 
 
 def cores(facts: Facts) -> dict[str, int]:

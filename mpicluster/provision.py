@@ -166,6 +166,7 @@ def provision_locked(
     stack = StackPlan()
     if inventory.stack.install == "source":
         stack = prepare(inventory, facts, progress)
+        node_facts.check_no_job(facts, stack.installers, "switching to the new stack")
         for line in describe_plan(stack):
             progress(line)
         variables |= stack.variables

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mpicluster import exitcodes
+from mpicluster import exitcodes, node_facts
 from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.cluster_key import cluster_dir
 from mpicluster.errors import UsageError
@@ -119,6 +119,10 @@ def teardown(
     targets = only(inventory, node) if node else inventory
     result = DownResult(inventory.cluster, [n.name for n in targets.nodes])
     with cluster_lock(inventory.cluster):
+        if not keep_stack:
+            progress(f"Looking for jobs on the stack on {len(targets.nodes)} node(s)")
+            facts = node_facts.gather(targets, reachable_only=True)
+            node_facts.check_no_job(facts, list(facts), "removing the stack")
         if node is not None:
             rest = without(inventory, node)
             progress(f"Provisioning the other {len(rest.nodes)} node(s) without {node}")

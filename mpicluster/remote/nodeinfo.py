@@ -143,6 +143,38 @@ def current_stack(prefix):
     return record if isinstance(record, dict) else {"fingerprint": "unreadable"}
 
 
+def stack_users(prefix, limit=10):
+    """Processes running a program or library of a stack under the prefix (a job), as
+    far as this user may look: [{pid, command}]."""
+    roots = (os.path.join(prefix, "stacks") + "/", os.path.join(prefix, "current") + "/")
+    found = []
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (me, os.getppid()):
+            continue
+        base = "/proc/" + name
+        try:
+            hit = os.readlink(base + "/exe").startswith(roots)
+        except OSError:
+            hit = False
+        if not hit:
+            try:
+                with open(base + "/maps") as handle:
+                    hit = any(root in line for line in handle for root in roots)
+            except (OSError, UnicodeDecodeError):
+                continue
+        if hit:
+            try:
+                with open(base + "/cmdline", "rb") as handle:
+                    command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                command = "?"
+            found.append({"pid": int(name), "command": command.strip()[:160]})
+            if len(found) >= limit:
+                break
+    return found
+
+
 def node_facts(prefix, cuda_home, with_gpus=True):
     return {
         "nproc": os.cpu_count() or 1,
@@ -154,6 +186,7 @@ def node_facts(prefix, cuda_home, with_gpus=True):
         "cuda": cuda_version(cuda_home),
         "gpus": gpus() if with_gpus else None,
         "current": current_stack(prefix),
+        "stack_users": stack_users(prefix),
     }
 
 

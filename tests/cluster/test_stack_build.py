@@ -334,6 +334,4 @@ def test_a_full_disk_during_the_copy_names_node_and_path_and_keeps_the_active_st
         assert podman_exec(cluster, "node4", "ls -A /dev/shm/stacks").stdout.strip() == ""
     finally:
         podman_exec(cluster, "node4", f"FP={fp}\n{RESTORE}")
-    done = mpicluster("up", inventory, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "already active on node1, node2, node3, node4" in done.stderr
+    # node4 as it was: test_stack_run's first `up` finds every node's stack active

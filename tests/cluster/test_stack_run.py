@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.cluster.nodes import Started
 from tests.conftest import REPO, mpicluster
 
 pytestmark = pytest.mark.cluster
@@ -236,24 +237,36 @@ def test_dry_run_prints_the_command_line_for_the_head(ready):
     assert "MASTER_ADDR=node1" in line and " python -c " in line and " train.py" in line
 
 
+WAITS = (
+    "import sys, time\n"
+    "from mpi4py import MPI\n"
+    "print('rank', MPI.COMM_WORLD.rank, 'waiting', file=sys.stderr, flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+def test_down_refuses_to_pull_the_stack_from_under_a_running_job(ready):
+    inventory, cluster = str(ready["inventory"]), ready["cluster"]
+    job = Started("run", inventory, "--", "python", "-c", WAITS)
+    try:
+        job.wait_for("waiting", timeout=120)
+        done = mpicluster("down", inventory, check=False)
+        assert done.returncode == 1, done.stderr[-3000:]
+        assert "a job is running on the active stack (pid " in done.stderr
+        assert "removing the stack would pull the stack from under it" in done.stderr
+        assert "Running playbooks/down.yml" not in done.stderr
+        for node in ready["nodes"]:
+            cluster.ssh(node, "grep -q '^# BEGIN mpicluster' /etc/environment")
+    finally:
+        job.interrupt(signal.SIGINT)
+        job.finish(120)
+
+
 def test_down_takes_the_stack_off_and_up_installs_it_again_without_a_build(ready):
-    """Last in this module: `down --keep-stack` keeps the tree (a later `up` installs
-    nothing), `down` removes it with its linker entry and environment, and `up` then
-    installs the packed stack from the artifact cache again: no rebuild."""
+    """Last in this module: `down` removes the stack with its linker entry and
+    environment, and `up` then installs the packed stack from the artifact cache again:
+    no rebuild. (`--keep-stack` is tested on real files in test_journal.py.)"""
     inventory, cluster, nodes = str(ready["inventory"]), ready["cluster"], ready["nodes"]
-    every = ", ".join(nodes)
-
-    def up(plan: str) -> None:
-        done = mpicluster("up", inventory, check=False, timeout=1800)
-        assert done.returncode == 0, done.stderr[-4000:]
-        assert f"{plan} on {every}" in done.stderr, done.stderr[-4000:]
-
-    assert mpicluster("down", inventory, "--keep-stack", check=False).returncode == 0
-    for node in nodes:
-        left = cluster.ssh(node, "ls /opt/mpicluster/current/bin/mpirun; cat /etc/environment")
-        assert "mpicluster" not in left.stdout.split("\n", 1)[1]
-    up("already active")
-
     done = mpicluster("down", inventory, "--json", check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     actions = json.loads(done.stdout)["hosts"][nodes[-1]]["actions"]
@@ -265,4 +278,6 @@ def test_down_takes_the_stack_off_and_up_installs_it_again_without_a_build(ready
             "! ldconfig -p | grep -q /opt/mpicluster && ! grep -q mpicluster /etc/environment"
         )
         cluster.ssh(node, probe)
-    up("install from the artifact cache")
+    done = mpicluster("up", inventory, check=False, timeout=1800)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert f"install from the artifact cache on {', '.join(nodes)}" in done.stderr
