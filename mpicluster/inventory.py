@@ -281,7 +281,10 @@ class Inventory(_Model):
         """A path from the inventory: ~ expanded, relative to the inventory's folder."""
         if value is None:
             return None
-        path = Path(value).expanduser()
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError:  # ~name of a user this machine does not have
+            path = Path(value)
         if not path.is_absolute() and self.path is not None:
             path = self.path.parent / path
         return path
@@ -480,7 +483,7 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
         _check_key_file(inv, inv.ssh.identity, ("ssh", "identity"), add)
     if inv.ssh.known_hosts:
         path = inv.resolve_path(inv.ssh.known_hosts)
-        if not path.is_file():
+        if not _is_file(path):
             add(("ssh", "known_hosts"), f"no such file: {path}")
     if not inv.stack.gpus_present and inv.has_gpus and not inv.stack.nccl.cuda_archs:
         add(
@@ -505,7 +508,7 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
             add((*loc, "url"), "needs a sha256 beside it (downloads are always verified)")
         if spec.url and spec.url.startswith(("/", "file://")):
             local = Path(spec.url.removeprefix("file://"))
-            if not local.is_file():
+            if not _is_file(local):
                 add((*loc, "url"), f"no such file: {local}")
         if spec.url and (not spec.version or spec.version.endswith(".x")):
             add((*loc, "version"), "give the exact version of the file at url")
@@ -519,9 +522,17 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
     return problems
 
 
+def _is_file(path: Path) -> bool:
+    """Path.is_file, False for a name the system cannot even look up (too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _check_key_file(inv: Inventory, value: str, loc: tuple, add) -> None:
     path = inv.resolve_path(value)
-    if not path.is_file():
+    if not _is_file(path):
         add(loc, f"no such file: {path}")
         return
     mode = stat.S_IMODE(path.stat().st_mode)
