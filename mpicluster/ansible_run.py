@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from mpicluster import remote
+from mpicluster import exitcodes, remote
 from mpicluster.fileutil import write_atomic
 from mpicluster.inventory import Inventory
 from mpicluster.paths import data_path
@@ -111,6 +111,15 @@ class PlaybookResult:
     @property
     def ok(self) -> bool:
         return self.rc == 0 and not self.failed_hosts and not self.unreachable_hosts
+
+    @property
+    def exit_code(self) -> int:
+        """A failed host first, then an unreachable one, then any other failure."""
+        if self.failed_hosts:
+            return exitcodes.HOSTS_FAILED
+        if self.unreachable_hosts:
+            return exitcodes.HOSTS_UNREACHABLE
+        return exitcodes.FAILED if self.rc != 0 else exitcodes.OK
 
 
 def ssh_args(inventory: Inventory) -> str:

@@ -35,13 +35,8 @@ class UpResult:
 
     @property
     def exit_code(self) -> int:
-        if self.playbook is not None:
-            if self.playbook.failed_hosts:
-                return exitcodes.HOSTS_FAILED
-            if self.playbook.unreachable_hosts:
-                return exitcodes.HOSTS_UNREACHABLE
-            if self.playbook.rc != 0:
-                return exitcodes.FAILED
+        if self.playbook is not None and self.playbook.exit_code != exitcodes.OK:
+            return self.playbook.exit_code
         if self.smoke is not None and not self.smoke.ok:
             return exitcodes.SMOKE_FAILED
         return exitcodes.OK

@@ -48,15 +48,7 @@ class DownResult:
     def exit_code(self) -> int:
         if self.rest is not None and self.rest.exit_code != exitcodes.OK:
             return self.rest.exit_code
-        if self.playbook is None:
-            return exitcodes.FAILED
-        if self.playbook.failed_hosts:
-            return exitcodes.HOSTS_FAILED
-        if self.playbook.unreachable_hosts:
-            return exitcodes.HOSTS_UNREACHABLE
-        if self.playbook.rc != 0:
-            return exitcodes.FAILED
-        return exitcodes.OK
+        return exitcodes.FAILED if self.playbook is None else self.playbook.exit_code
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {

@@ -146,7 +146,10 @@ def current_stack(prefix):
 def stack_users(prefix, limit=10):
     """Processes running a program or library of a stack under the prefix (a job), as
     far as this user may look: [{pid, command}]."""
-    roots = (os.path.join(prefix, "stacks") + "/", os.path.join(prefix, "current") + "/")
+    current = os.path.join(prefix, "current")
+    roots = (os.path.join(prefix, "stacks") + "/", current + "/")
+    if os.path.islink(current):  # an active tree kept somewhere else
+        roots += (os.path.realpath(current) + "/",)
     found = []
     me = os.getpid()
     for name in os.listdir("/proc"):

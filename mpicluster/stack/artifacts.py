@@ -8,27 +8,17 @@ copy they receive against the same sha256 (stack_install) before unpacking it.
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
 import zlib
 from pathlib import Path
 
 from mpicluster.errors import MpiclusterError
 from mpicluster.fileutil import write_atomic
-
-CHUNK = 1 << 20
+from mpicluster.stack.cache import file_sha256
 
 
 def checksum_path(artifact: Path) -> Path:
     return artifact.with_name(artifact.name + ".sha256")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def recorded(artifact: Path) -> str | None:
@@ -49,7 +39,7 @@ def verify(artifact: Path) -> str:
         f"{checksum_path(artifact)}"
     )
     try:
-        actual = sha256_of(artifact)
+        actual = file_sha256(artifact)
     except OSError as exc:
         raise MpiclusterError(f"artifact cache: cannot read {artifact}: {exc.strerror}") from None
     expected = recorded(artifact)

@@ -63,13 +63,13 @@ def sha256_of(path: Path) -> str:
         digest, _, remembered = memo.read_text().strip().partition(" ")
         if remembered == key:
             return digest
-    value = _hash(path)
+    value = file_sha256(path)
     with contextlib.suppress(OSError):  # a read-only cache still works, just slower
         memo.write_text(f"{value} {key}\n")
     return value
 
 
-def _hash(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(CHUNK):
@@ -185,7 +185,7 @@ class SourceCache:
                 f"pip download {origin.requirement}",
             )
             got = _the_file(scratch, source.filename)
-            self._place(got, _hash(got), source, f"pip download {origin.requirement}")
+            self._place(got, file_sha256(got), source, f"pip download {origin.requirement}")
 
     def _apt_source(self, origin: Debian, source: Source, progress: Progress) -> None:
         """`apt-get source --download-only` with a private source list and state, keep
@@ -214,7 +214,7 @@ class SourceCache:
                     exc.message += f" (apt-get update: {failed[-1].strip()})"
                 raise
             got = _the_file(scratch, source.filename)
-            self._place(got, _hash(got), source, origin.describe())
+            self._place(got, file_sha256(got), source, origin.describe())
 
     def _private_apt(self, origin: Debian, mirror: apt_sources.Mirror) -> list[str]:
         """apt options for a source list of one deb-src line, lists and cache of its own

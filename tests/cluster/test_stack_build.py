@@ -317,10 +317,28 @@ ln -sfn stacks/$FP current
 """
 
 
+#: A job of the MPI user on node4's active stack (its Python with mpi4py loaded).
+JOB = (
+    "runuser -u vagrant -- sh -c 'nohup /opt/mpicluster/current/venv/bin/python -c "
+    '"import mpi4py, time; mpi4py.rc.initialize = False; from mpi4py import MPI; '
+    "time.sleep(600)\" >/dev/null 2>&1 & echo $!'"
+)
+
+
 def test_a_full_disk_during_the_copy_names_node_and_path_and_keeps_the_active_stack(build):
+    """node4's active stack made to look older: first `up` refuses to switch it under a
+    running job, then (the job gone) the switch fails on a full disk and names both."""
     cluster, inventory = build["cluster"], str(build["inventory"])
     fp = podman_exec(cluster, "node4", SMALL_DISK).stdout.split()[-1]
     try:
+        job = podman_exec(cluster, "node4", JOB).stdout.split()[-1]
+        time.sleep(3)  # mpi4py loaded
+        done = mpicluster("up", inventory, check=False)
+        podman_exec(cluster, "node4", f"kill {job}")
+        assert done.returncode == 1, done.stderr[-3000:]
+        assert f"node4: a job is running on the active stack (pid {job}: " in done.stderr
+        assert "switching to the new stack would pull the stack from under it" in done.stderr
+        assert "Running playbooks/site.yml" not in done.stderr
         done = mpicluster("up", inventory, "--json", check=False)
         assert done.returncode == 3, done.stderr[-4000:]
         hosts = json.loads(done.stdout)["hosts"]
