@@ -161,7 +161,9 @@ def hosts_yaml(
         for name, members in (groups or {}).items()
     }
     data: dict[str, Any] = {
-        "all": {"hosts": hosts, "vars": {"ansible_python_interpreter": "auto_silent"}}
+        # The system's Python, never one found on PATH: /etc/environment puts the stack's
+        # venv first, and a `down` (or a switch) removes it while the playbook runs.
+        "all": {"hosts": hosts, "vars": {"ansible_python_interpreter": remote.PYTHON}}
     }
     if children:
         data["all"]["children"] = children
@@ -181,7 +183,7 @@ forks = {forks}
 timeout = {inventory.ssh.connect_timeout}
 gathering = explicit
 retry_files_enabled = False
-interpreter_python = auto_silent
+interpreter_python = {remote.PYTHON}
 display_skipped_hosts = False
 nocows = 1
 

@@ -118,18 +118,9 @@ def test_down_gives_every_file_back_byte_for_byte(cluster, inventory, before):
     assert not cluster_dir(NAME).exists()
 
 
-def test_up_after_down_works_and_a_second_down_changes_nothing(cluster, inventory, before):
-    up(inventory)
-    assert run_json("down", str(inventory))[0] == 0
-    code, result = run_json("down", str(inventory))
-    assert code == 0
-    assert {h["changed"] for h in result["hosts"].values()} == {0}
-    podman_exec(cluster, "node3", "sed -i '/^ADDED_AFTER_UP=1$/d' /etc/environment")
-    assert stock(cluster, inventory, NODES) == before
-    up(inventory)
-
-
 def test_down_node_takes_it_out_and_up_adds_it_back(cluster, inventory, before):
+    podman_exec(cluster, "node3", "sed -i '/^ADDED_AFTER_UP=1$/d' /etc/environment")
+    up(inventory)  # up after down
     code, result = run_json("down", str(inventory), "--node", "node3")
     assert code == 0, json.dumps(result, indent=1)[-4000:]
     rest = result["rest"]
@@ -175,6 +166,9 @@ def test_a_node_down_cannot_reach_is_reported_and_down_again_finishes(cluster, i
     expected = {node: dict(before[node]) for node in NODES}
     expected["node3"].pop("/etc/hosts")
     assert after == expected
+    code, result = run_json("down", str(inventory))
+    assert code == 0
+    assert {h["changed"] for h in result["hosts"].values()} == {0}  # nothing left to do
 
 
 def test_down_node_not_in_the_inventory_is_one_line_and_touches_nothing(inventory):
@@ -183,21 +177,6 @@ def test_down_node_not_in_the_inventory_is_one_line_and_touches_nothing(inventor
     assert done.stderr.strip().splitlines() == [
         "error: --node node9: not in the inventory (its nodes: node1, node2, node3)"
     ]
-
-
-def test_a_second_up_or_down_refuses_at_once_while_up_runs(inventory):
-    first = Started("up", str(inventory))
-    first.wait_for("Running playbooks/site.yml")
-    for command in ("up", "down"):
-        started = time.monotonic()
-        done = mpicluster(command, str(inventory), check=False)
-        assert time.monotonic() - started < 15
-        assert done.returncode == 1, done.stderr
-        assert (
-            f"another mpicluster up or down is running for cluster {NAME} "
-            f"(pid {first.proc.pid}: mpicluster up)"
-        ) in done.stderr
-    assert first.finish() == 0, first.stderr[-3000:]
 
 
 #: (what `up` is doing, how it is stopped): Ctrl-C reaches the whole process group; a
@@ -211,10 +190,21 @@ INTERRUPTIONS = [
 
 
 def test_up_interrupted_at_several_points_leaves_nothing_half_done(cluster, inventory):
+    """Also: while an `up` runs, a second `up` or `down` refuses at once."""
     assert mpicluster("down", str(inventory), check=False).returncode == 0
     for where, sig, group in INTERRUPTIONS:
         run = Started("up", str(inventory))
         run.wait_for(where)
+        if where == INTERRUPTIONS[0][0]:
+            for command in ("up", "down"):
+                started = time.monotonic()
+                done = mpicluster(command, str(inventory), check=False)
+                assert time.monotonic() - started < 15
+                assert done.returncode == 1, done.stderr
+                assert (
+                    f"another mpicluster up or down is running for cluster {NAME} "
+                    f"(pid {run.proc.pid}: mpicluster up)"
+                ) in done.stderr
         run.interrupt(sig, group=group)
         assert run.finish(120) == 130, f"{where}: {run.stderr[-3000:]}"
         assert "interrupted" in run.stderr.splitlines()[-1]
