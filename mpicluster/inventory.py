@@ -45,6 +45,7 @@ def _absolute_path(value: str) -> str:
         raise PydanticCustomError(
             "mpicluster", f"contains {sorted(bad)[0]!r}, a shell metacharacter"
         )
+    _no_control_characters(value)
     return value.rstrip("/") or "/"
 
 
@@ -72,6 +73,7 @@ def _sha256(value: str) -> str:
 
 
 def _url(value: str) -> str:
+    _no_control_characters(value)
     if value.startswith(("https://", "http://", "file://", "/")) and " " not in value:
         return value
     raise PydanticCustomError(

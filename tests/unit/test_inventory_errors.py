@@ -182,6 +182,16 @@ CASES = [
         ":5: stack.install: must be one of 'source' or 'packages'",
     ),
     (
+        "prefix-control-character",
+        GOOD + 'stack: {prefix: "/opt/\\x1fmpi"}\n',
+        ":5: stack.prefix: contains the control character '\\x1f'",
+    ),
+    (
+        "url-newline",
+        GOOD + 'stack:\n  openmpi: {version: 4.1.4, url: "/x\\n", sha256: ' + "a" * 64 + "}\n",
+        ":6: stack.openmpi.url: contains the control character '\\n'",
+    ),
+    (
         "relative-prefix",
         GOOD + "stack: {prefix: opt/mpi}\n",
         ":5: stack.prefix: must be an absolute path",
