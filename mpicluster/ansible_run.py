@@ -45,7 +45,7 @@ class HostStats:
     stage: str = ""
     task: str = ""
     failures: list[str] = field(default_factory=list)
-    #: What the tasks reported doing, path -> action (mpicluster_undo's `actions`).
+    #: What the tasks reported doing, path -> action (mpicluster_journal's undo `actions`).
     actions: dict[str, str] = field(default_factory=dict)
 
     @property

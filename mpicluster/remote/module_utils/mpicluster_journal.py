@@ -1,5 +1,5 @@
 """What `up` changes on a node, recorded before the first change, and how `down` takes
-it back. Stdlib only: the mpicluster_journal and mpicluster_undo Ansible modules import it
+it back. Stdlib only: the mpicluster_journal Ansible module (record, undo) imports it
 on the nodes (ansible.module_utils.mpicluster_journal), the unit tests on the control
 machine (mpicluster.remote.module_utils.mpicluster_journal).
 
@@ -30,7 +30,6 @@ import shutil
 import stat
 import tempfile
 
-JOURNAL = "/var/lib/mpicluster/journal.json"
 VERSION = 1
 
 
