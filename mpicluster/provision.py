@@ -68,6 +68,7 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
     """The playbooks' inputs (each role declares the ones it reads in
     meta/argument_specs.yml)."""
     key = ensure_cluster_key(inventory.cluster)
+    layout = Layout.of(inventory)
     node_slots = hostfile.slots(inventory, cores)
     nodes = []
     for node in inventory.nodes:
@@ -86,13 +87,11 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         )
     return {
         "mpicluster_cluster": inventory.cluster,
-        "mpicluster_layout": Layout.of(inventory).as_vars(),
-        "mpicluster_footprint": Layout.of(inventory).footprint(inventory.cluster),
+        "mpicluster_layout": layout.as_vars(),
+        "mpicluster_footprint": layout.footprint(inventory.cluster),
         "mpicluster_nodes": nodes,
         "mpicluster_env_vars": mpi_environment(inventory.network),
-        "mpicluster_env_script": Layout.of(inventory).shell_exports(
-            mpi_environment(inventory.network)
-        ),
+        "mpicluster_env_script": layout.shell_exports(mpi_environment(inventory.network)),
         "mpicluster_cluster_key": str(key.private_path),
         "mpicluster_cluster_pubkey": key.public_line,
         "mpicluster_smoke_src": str(remote.SMOKE),
@@ -109,10 +108,18 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
     }
 
 
+#: Clusters whose lock this process holds: taking it again (`down --node` provisions the
+#: other nodes under its own lock) is a no-op, not a refusal.
+_HELD: set[str] = set()
+
+
 @contextmanager
 def cluster_lock(cluster: str) -> Iterator[None]:
     """One `up` or `down` per cluster at a time on this control machine: a second one
     refuses at once. The lock is the kernel's (flock): a killed mpicluster leaves none."""
+    if cluster in _HELD:
+        yield
+        return
     directory = cluster_dir(cluster)
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / "up.lock").open("a+") as handle:
@@ -129,7 +136,11 @@ def cluster_lock(cluster: str) -> Iterator[None]:
         handle.truncate()
         handle.write(f"pid {os.getpid()}: mpicluster {' '.join(sys.argv[1:2])}\n")
         handle.flush()
-        yield
+        _HELD.add(cluster)
+        try:
+            yield
+        finally:
+            _HELD.discard(cluster)
 
 
 def provision(
@@ -140,17 +151,12 @@ def provision(
     smoke: bool = True,
 ) -> UpResult:
     with cluster_lock(inventory.cluster):
-        return provision_locked(inventory, on_event=on_event, on_progress=on_progress, smoke=smoke)
+        return _provision(inventory, on_event, on_progress, smoke)
 
 
-def provision_locked(
-    inventory: Inventory,
-    *,
-    on_event: EventSink | None = None,
-    on_progress: Progress | None = None,
-    smoke: bool = True,
+def _provision(
+    inventory: Inventory, on_event: EventSink | None, on_progress: Progress | None, smoke: bool
 ) -> UpResult:
-    """`provision` for a caller that holds the cluster's lock (`down --node`)."""
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
     result = UpResult(inventory.cluster)

@@ -28,7 +28,7 @@ from mpicluster.cluster_key import cluster_dir
 from mpicluster.errors import UsageError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
-from mpicluster.provision import UpResult, cluster_lock, provision_locked
+from mpicluster.provision import UpResult, cluster_lock, provision
 
 Progress = Callable[[str], None]
 
@@ -118,7 +118,7 @@ def teardown(
         if node is not None:
             rest = without(inventory, node)
             progress(f"Provisioning the other {len(rest.nodes)} node(s) without {node}")
-            result.rest = provision_locked(rest, on_event=on_event, on_progress=progress)
+            result.rest = provision(rest, on_event=on_event, on_progress=progress)
             if result.rest.playbook is None or not result.rest.playbook.ok:
                 # The others still trust the node: leave it as it is, say why, rerun.
                 result.seconds = time.monotonic() - started
