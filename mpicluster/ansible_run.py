@@ -262,8 +262,6 @@ def run_playbook(
         envvars=envvars,
         event_handler=collector,
         cancel_callback=cancel.is_set,
-        # how often the cancel flag is looked at while the playbook prints nothing
-        settings={"pexpect_timeout": 0.5},
         quiet=True,
         suppress_env_files=True,
         ident="run",
@@ -301,29 +299,18 @@ def run_playbook(
 STOP_GRACE = 30.0
 
 
-def _process_table() -> dict[int, int]:
-    """pid -> parent pid, from /proc."""
+def _process_table() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line), from /proc."""
     table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            table[int(entry.name)] = (parent, (entry / "cmdline").read_bytes())
         except OSError:
             continue
-        table[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
     return table
-
-
-def _descendants(root: int) -> set[int]:
-    table = _process_table()
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        children = {pid for pid, parent in table.items() if parent in frontier}
-        frontier = children - found
-        found |= children
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -337,15 +324,17 @@ def _alive(pid: int) -> bool:
 def stop_playbook(thread: threading.Thread, cancel: threading.Event) -> None:
     """Stop the running playbook as Ctrl-C in its own terminal would: SIGINT to
     ansible-playbook, which ends its workers (each in a session of its own, so they
-    never saw the user's Ctrl-C) and exits; after STOP_GRACE, or a second Ctrl-C,
-    ansible-runner kills it. Returns once none of its processes is left."""
-    processes = _descendants(os.getpid())
+    never saw the user's Ctrl-C) and exits; after STOP_GRACE, or a second Ctrl-C, all of
+    them are killed. Returns once none of its processes is left."""
+    table = _process_table()
+    processes: set[int] = set()
+    frontier = {os.getpid()}
+    while frontier:  # every descendant of this process
+        frontier = {pid for pid, (parent, _) in table.items() if parent in frontier} - processes
+        processes |= frontier
     for pid in processes:
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"ansible-playbook" in command and _process_table().get(pid) == os.getpid():
+        parent, command = table[pid]
+        if parent == os.getpid() and b"ansible-playbook" in command:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGINT)
     deadline = time.monotonic() + STOP_GRACE
