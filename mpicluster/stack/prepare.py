@@ -146,6 +146,7 @@ def _group_spec(
     cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
     spec: dict[str, Any] = {
         "artifact": str(group.artifact),
+        "builder": group.builder,  # None: installed from the artifact cache
         "wheelhouse": str(house.path),
         "sources": {
             name: {"path": str(files[name]), "filename": source.filename, "version": source.version}

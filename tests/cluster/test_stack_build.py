@@ -1,8 +1,9 @@
 """The from-source stack on a real 3-node cluster, built ONCE and installed on all nodes
 by copy: Open MPI (Debian's copy of the upstream tree), mpi4py and Horovod with PyTorch
-on CPU; an interrupted build, a checksum mismatch, a rerun, doctor on the result, a
-node added later; then faults of the install by copy on that node: a damaged artifact,
-the node killed during the copy, its disk full during the copy.
+on CPU; a checksum mismatch, a build interrupted (Ctrl-C), then its builder lost (the
+container killed), the build resumed where it stopped, doctor on the result, a node
+added later; then faults of the install by copy on that node: a damaged artifact, the
+node killed during the copy, its disk full during the copy.
 
 In CI the nodes are `local up --cuda` nodes (this machine's CUDA toolkit, no GPU), so
 the one build serves both paths: Open MPI 5.0.7 CUDA-aware (PRRTE launches over ssh),
@@ -16,12 +17,9 @@ built in full, every collective (`pytest -m nccl_full`; NCCL alone compiles for 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from tests.cluster.conftest import NAME, PREFIX, SUBNET, with_stack
 from tests.cluster.nodes import Started, half_written, podman, podman_exec, wait_for_ssh
 from tests.cluster.test_doctor import doctor, problems
 from tests.cluster.test_nccl_build import ELF, PTX, fatbin_entries
-from tests.conftest import REPO, mpicluster, start_local_cluster
+from tests.conftest import mpicluster, start_local_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -61,40 +59,70 @@ def test_checksum_mismatch_is_refused_and_nothing_installed(build, tmp_path):
         assert build["cluster"].ssh(node, f"test -e {PREFIX}", check=False).returncode == 1
 
 
+#: Where the build is stopped: Ctrl-C in the second component built (Open MPI done), the
+#: builder's container killed in the last (every other component done). Without CUDA
+#: both are in the Python component.
+STOPS = {True: ("Compile NCCL", "Build mpi4py"), False: ("Build mpi4py", "Build Horovod with")}
+
+
+def built_components(cluster) -> list[str]:
+    """The components node1's unfinished build records as built."""
+    done = cluster.ssh("node1", "ls /var/tmp/mpicluster/build-*/done 2>/dev/null; true")
+    return sorted(done.stdout.split())
+
+
 def test_interrupted_build_leaves_nothing_on_path(build):
     cluster = build["cluster"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mpicluster", "up", str(build["inventory"])],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    compiling = threading.Event()
-    lines: list[str] = []
-
-    def watch() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-            if "Compile Open MPI" in line:
-                compiling.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-    assert compiling.wait(900), "".join(lines[-30:])
+    interrupt_at, _ = STOPS[build["variant"].cuda]
+    run = Started("up", str(build["inventory"]))
+    run.wait_for(interrupt_at, timeout=1800)
     time.sleep(20)  # make is running on the builder now
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does to the whole command
-    try:
-        proc.wait(120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode != 0
+    run.interrupt(signal.SIGINT)  # what Ctrl-C does to the whole command
+    assert run.finish(180) == 130, run.stderr[-3000:]
     for node in ("node1", "node2", "node3"):
         assert on_path(cluster, node) == "", node
         assert cluster.ssh(node, f"test -e {PREFIX}/current", check=False).returncode == 1
         complete = cluster.ssh(node, f"ls {PREFIX}/stacks/*/FINGERPRINT.json 2>/dev/null; true")
         assert complete.stdout.strip() == "", node
+    assert "openmpi" in built_components(cluster)  # kept for the next run
+
+
+def test_a_builder_lost_mid_build_is_named_and_the_next_up_keeps_what_it_built(build):
+    """node1's container killed while it builds the last component: node1 named with the
+    step, node2 and node3 finish trust, environment and hostfiles and say why they have
+    no stack; node1 keeps the components it finished (the next test's `up` resumes)."""
+    cluster = build["cluster"]
+    _, kill_at = STOPS[build["variant"].cuda]
+    run = Started("up", str(build["inventory"]), "--json")
+    run.wait_for("[stack_build] " + kill_at, timeout=1800)
+    assert "Compile Open MPI" not in run.stderr  # resumed after the Ctrl-C
+    time.sleep(5)
+    podman(cluster, "node1", "kill")
+    try:
+        assert run.finish() == 3, run.stderr[-3000:]
+        hosts = json.loads(run.stdout)["hosts"]
+        lost = hosts["node1"]
+        assert lost["status"] == "unreachable", lost
+        assert lost["failures"][0].startswith(f"stack_build: {kill_at}"), lost
+        for node in ("node2", "node3"):
+            assert hosts[node]["status"] == "failed", hosts[node]
+            (failure,) = hosts[node]["failures"]
+            assert "not installed: its build on node1 did not finish" in failure, failure
+            hostfile = podman_exec(cluster, node, "cat /etc/mpicluster/hostfile").stdout
+            assert "node1" in hostfile  # trust, environment and hostfiles went on
+        mesh = cluster.ssh("node2", "ssh -o BatchMode=yes node3 hostname", check=False)
+        assert mesh.stdout.strip() == "node3", mesh.stderr
+    finally:
+        podman(cluster, "node1", "start")
+    wait_for_ssh(cluster, "node1")
+    assert on_path(cluster, "node1") == ""
+    complete = cluster.ssh("node1", f"ls {PREFIX}/stacks/*/FINGERPRINT.json 2>/dev/null; true")
+    assert complete.stdout.strip() == ""
+    built = built_components(cluster)
+    assert "openmpi" in built and "python" not in built, built
+    if build["variant"].cuda:
+        assert {"nccl", "nccl_tests", "cuda_allreduce"} <= set(built), built
+    assert half_written(cluster, "node1") == []
 
 
 def test_rerun_builds_once_installs_everywhere_and_verifies(build):
@@ -102,6 +130,9 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
     done = mpicluster("up", str(build["inventory"]), "--json", check=False, timeout=3600)
     assert done.returncode == 0, done.stderr[-6000:]
     assert "build on node1, then install on node1, node2, node3" in done.stderr
+    # resumed: the components the lost builder finished are not built again
+    assert "Compile Open MPI" not in done.stderr and "Compile NCCL" not in done.stderr
+    assert "Build mpi4py" in done.stderr
     result = json.loads(done.stdout)
     smoke = result["smoke"]
     assert smoke["ok"], smoke
