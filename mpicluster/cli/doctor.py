@@ -19,7 +19,7 @@ def doctor(
         typer.Option(
             "--check",
             help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
-            "versions, gpus, clock, disk, hostfile.",
+            "versions, gpus, clock, disk, hostfile, launch.",
             show_default=False,
         ),
     ] = None,
@@ -47,12 +47,21 @@ def doctor(
         int | None,
         typer.Option(help="Seed of the pair sample above 64 nodes [default: from the name]."),
     ] = None,
+    launch: Annotated[
+        bool,
+        typer.Option(
+            "--launch/--no-launch",
+            help="Prove the cluster by launching MPI (on each node alone, then across nodes).",
+        ),
+    ] = True,
 ) -> None:
     """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 
     Checks: ssh (control machine to nodes), mesh (node-to-node ssh), env (non-interactive
     PATH, /etc/environment), names (resolution, 127.0.1.1), ports (TCP between nodes),
-    interfaces, versions (same MPI build everywhere), gpus, clock, disk, hostfile.
+    interfaces, versions (same MPI build everywhere), gpus, clock, disk, hostfile; then
+    launch: MPI started for real, on each node alone and across nodes, each failure put
+    on its node and explained from what mpirun printed and the other checks saw.
 
     Exit codes: 0 every check passed, 1 warnings only, 2 at least one failure (also: a
     bad inventory or option), 130 interrupted.
@@ -68,6 +77,7 @@ def doctor(
             timeout=timeout,
             all_pairs=all_pairs,
             seed=seed,
+            launch=launch,
             on_progress=display.progress,
         )
         render.show(display, report, as_json=json_output, fix_hints=fix_hints)

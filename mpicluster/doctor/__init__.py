@@ -38,6 +38,7 @@ def run_doctor(
     all_pairs: bool = False,
     seed: int | None = None,
     workers: int | None = None,
+    launch: bool = True,
     on_progress: Callable[[str], None] | None = None,
 ) -> DoctorReport:
     from mpicluster.doctor.checks import CHECKS
@@ -46,6 +47,10 @@ def run_doctor(
     started = time.monotonic()
     progress = on_progress or (lambda message: None)
     selected = select_checks(checks)
+    if not launch:
+        selected = tuple(name for name in selected if name != "launch")
+        if not selected:
+            raise UsageError("--no-launch with only --check launch leaves nothing to check")
     if timeout is not None and not 0 < timeout < math.inf:  # nan fails both
         raise UsageError(f"--timeout {timeout}: must be more than 0 seconds (and finite)")
     options = Options(

@@ -6,7 +6,8 @@ The JSON form (`DoctorReport.to_dict`) is a stable interface, schema 1:
      "summary": {"pass": int, "warn": int, "fail": int},
      "checks": [{"name": str, "title": str, "not_checked": [node, ...],
                  "results": [{"status": "pass"|"warn"|"fail", "node": str|null,
-                              "peer": str|null, "evidence": str, "fix": str|null}]}]}
+                              "peer": str|null, "evidence": str, "fix": str|null}],
+                 "details": [...]}]}       (only some checks: launch lists its launches)
 
 `node` is the host a result is about (null: the whole cluster); `peer` the other end
 of a host pair. `not_checked` lists nodes a check could not look at because doctor
@@ -68,6 +69,8 @@ class CheckReport:
     title: str
     results: list[Result] = field(default_factory=list)
     not_checked: list[str] = field(default_factory=list)
+    #: What the check ran, beside its results (the launch check: every launch).
+    details: list[dict] | None = None
 
     @property
     def status(self) -> Status:
@@ -80,6 +83,7 @@ class CheckReport:
             "status": str(self.status),
             "not_checked": list(self.not_checked),
             "results": [r.to_dict(fix_hints) for r in self.results],
+            **({"details": self.details} if self.details is not None else {}),
         }
 
 

@@ -20,7 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mpicluster import layout, mpi_settings
+from mpicluster.doctor import launch_proof
 from mpicluster.doctor import pairs as pair_plan
+from mpicluster.doctor.launch_proof import LaunchProof
 from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
@@ -51,8 +53,13 @@ class Options:
         return any(name != "ssh" for name in self.checks)
 
     @property
+    def needs_launch(self) -> bool:
+        return "launch" in self.checks
+
+    @property
     def needs_mesh(self) -> bool:
-        return "mesh" in self.checks
+        """The mesh check, and the launch check, which explains failures from it."""
+        return "mesh" in self.checks or self.needs_launch
 
     @property
     def needs_ports(self) -> bool:
@@ -88,6 +95,7 @@ class Gathered:
     tcp_not_run: set[tuple[str, str]] = field(default_factory=set)
     clocks: dict[str, Clock] = field(default_factory=dict)
     exchange_errors: dict[str, str] = field(default_factory=dict)
+    launch: LaunchProof | None = None
 
     @property
     def names(self) -> list[str]:
@@ -141,6 +149,8 @@ def gather(inventory: Inventory, options: Options, progress: Progress) -> Gather
     total_pairs = sum(len(t) for t in found.plan.values())
     pairs_budget = 30 + 2 * options.timeout + TCP_TIMEOUT + 0.1 * total_pairs
     deadline = options.timeout + GATHER_SECONDS + pairs_budget + 30
+    if options.needs_launch:
+        deadline += launch_proof.budget(len(names))
     workers = max(1, min(options.workers, len(names)))
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -150,6 +160,8 @@ def gather(inventory: Inventory, options: Options, progress: Progress) -> Gather
             if options.needs_probe and options.needs_exchange:
                 progress("Checking node pairs: clocks, TCP ports, ssh mesh")
                 _exchange(found, pool, pairs_budget)
+            if options.needs_probe and options.needs_launch:
+                found.launch = launch_proof.prove(found, pool, progress)
     finally:
         for session in sessions.values():
             with contextlib.suppress(ProbeError):

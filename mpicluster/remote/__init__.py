@@ -3,7 +3,8 @@
 Every file here runs on a node's own Python (stdlib only, no mpicluster), so they
 use plain idioms that old Pythons accept. They reach a node one of two ways:
 - sent on stdin of `/usr/bin/python3` over the control connection: `script(name)`,
-  which also carries the helper modules the program imports (nodeinfo.py);
+  which also carries the helper modules the program imports (nodeinfo.py,
+  mpilaunch.py);
 - copied by the hostfiles role into /etc/mpicluster/smoke (`SMOKE`), where `mpirun`
   starts them on every rank.
 module_utils/ holds code Ansible modules import (`ansible.module_utils.NAME`) and the
@@ -22,7 +23,7 @@ SMOKE = HERE / "smoke"
 #: Ansible's module_utils folder for playbooks/library.
 MODULE_UTILS = HERE / "module_utils"
 #: Helper modules a shipped program may import.
-LIBRARIES = ("nodeinfo",)
+LIBRARIES = ("nodeinfo", "mpilaunch")
 #: Absolute: the node's PATH may be the very thing to repair.
 PYTHON = "/usr/bin/python3"
 

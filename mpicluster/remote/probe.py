@@ -13,11 +13,14 @@ the conversation, one JSON object per line each way:
                                                listener, then `ssh peer true`
     control -> node   {"retry": {...}}         (optional) a second try of the pairs
     node -> control   {"kind": "retried", ...} that failed alone, once all nodes are done
+    control -> node   {"launch": {...}}        (optional, repeated) mpirun launches of
+    node -> control   {"kind": "launched", ...} the proof by launch (mpilaunch.py)
     control -> node   end of input             the listener closes, the probe exits
 
-It never changes anything on the node. A watchdog ends it whatever happens, so a
-lost control connection leaves nothing running. Its facts are nodeinfo's (what `up`
-plans builds from), extended with what the checks judge.
+It changes nothing on the node (its launches run MPI programs that print and exit). A
+watchdog ends it whatever happens, so a lost control connection leaves nothing running.
+Its facts are nodeinfo's (what `up` plans builds from), extended with what the checks
+judge.
 """
 
 import glob
@@ -31,6 +34,7 @@ import sys
 import threading
 import time
 
+from mpilaunch import launch
 from nodeinfo import first_existing, node_facts, read_text, run
 
 OUT = threading.Lock()
@@ -143,6 +147,19 @@ def interfaces():
     return result
 
 
+#: Where Open MPI (its session directory), NCCL and the ranks write as the MPI user.
+WRITTEN_BY_MPI = ("tmp", "shm", "TMPDIR")
+
+
+def owner_name(uid):
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
 def disk(paths):
     found = {}
     for label, path in paths.items():
@@ -162,6 +179,11 @@ def disk(paths):
             "free": stat.f_bavail * stat.f_frsize,
             "total": stat.f_blocks * stat.f_frsize,
         }
+        if label in WRITTEN_BY_MPI and probe == path:
+            info = os.stat(path)
+            found[label]["writable"] = os.access(path, os.W_OK | os.X_OK)
+            found[label]["mode"] = "%04o" % (info.st_mode & 0o7777)
+            found[label]["owner"] = owner_name(info.st_uid)
     return found
 
 
@@ -528,18 +550,23 @@ def main():
     facts["port"] = listener.port if listener else None
     facts["time"] = time.time()
     send(facts)
+    # The listener stays up until control has every node's results; meanwhile control
+    # may ask for a second try of pairs that failed on their own, then for launches.
     message = receive()
-    if message is not None and "peers" in message:
-        send({"kind": "clock", "time": time.time()})
-        send(pairs(message["peers"], spec["token"]))
-        # The listener stays up until control has every node's results; meanwhile
-        # control may ask for a second try of pairs that failed on their own.
-        message = receive()
-        while message is not None and "retry" in message:
+    while message is not None:
+        if "peers" in message:
+            send({"kind": "clock", "time": time.time()})
+            send(pairs(message["peers"], spec["token"]))
+        elif "retry" in message:
             result = pairs(message["retry"], spec["token"])
             result["kind"] = "retried"
             send(result)
-            message = receive()
+        elif "launch" in message:
+            order = message["launch"]
+            deadline = time.time() + order["budget"]
+            results = run_pool(launch, order["items"], order["workers"], deadline)
+            send({"kind": "launched", "results": [r for r in results if r is not None]})
+        message = receive()
     sys.stdout.flush()
     os._exit(0)
 

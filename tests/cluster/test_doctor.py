@@ -1,7 +1,9 @@
 """`mpicluster doctor` against a real 3-node local cluster: first as `local up` left it
 (up never ran), then provisioned (install: packages) with one thing broken at a time
 on node2. Each time doctor must name exactly that node and that check, with a fix,
-and pass again once the break is undone.
+and pass again once the break is undone. The proof by launch (the `launch` check)
+runs MPI each time: it must put the failure on node2 too, explained by what it saw,
+and find the breaks no other check names.
 """
 
 from __future__ import annotations
@@ -114,8 +116,15 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
         "clock",
         "disk",
         "hostfile",
+        "launch",
     ]
     assert all(c["not_checked"] == [] for c in report["checks"])
+    launch = next(c for c in report["checks"] if c["name"] == "launch")
+    assert {r["node"] for r in launch["results"]} == {*NODES, None}
+    across = next(r for r in launch["results"] if r["node"] is None)
+    assert "one rank on each of 3 nodes: allreduce exact, Open MPI" in across["evidence"]
+    assert len(launch["details"]) == 7  # 1 and 2 ranks on each node alone, then all
+    assert all(d["ok"] and d["mpi"] for d in launch["details"])
     mesh = next(c for c in report["checks"] if c["name"] == "mesh")
     assert {r["node"] for r in mesh["results"]} == set(NODES)
     assert all("2 of 2 peers" in r["evidence"] for r in mesh["results"])
@@ -139,10 +148,14 @@ def test_broken_path_in_etc_environment(provisioned, inventory):
     try:
         code, report = doctor(inventory)
         assert code == 2
-        assert problems(report) == {("env", BROKEN, "fail")}
+        assert problems(report) == {("env", BROKEN, "fail"), ("launch", BROKEN, "fail")}
         (result,) = results(report, "env", BROKEN)
         assert "/nonexistent" in result["evidence"]
         assert "/etc/environment" in result["fix"] and "mpicluster up" in result["fix"]
+        (launch,) = results(report, "launch", BROKEN)
+        assert "no mpirun on this node's non-interactive PATH" in launch["evidence"]
+        assert "the env check saw:" in launch["evidence"]
+        assert launch["fix"] == result["fix"]
     finally:
         # absolute paths: this node's PATH is the broken thing
         restore = rf"/^# BEGIN mpicluster/,/^# END mpicluster/ s|^PATH=.*|{BLOCK_PATH}|"
@@ -161,11 +174,16 @@ def test_removed_authorized_key(provisioned, inventory):
     try:
         code, report = doctor(inventory)
         assert code == 2
-        assert problems(report) == {("mesh", BROKEN, "fail")}
+        assert problems(report) == {("mesh", BROKEN, "fail"), ("launch", BROKEN, "fail")}
         (result,) = results(report, "mesh", BROKEN)
         assert f"into {BROKEN}" in result["evidence"]
         assert "Permission denied" in result["evidence"]
         assert "authorized_keys" in result["fix"] and f"mpicluster:{NAME}" in result["fix"]
+        (launch,) = results(report, "launch", BROKEN)
+        assert launch["peer"] == "node1"  # the pair launch from the head failed
+        assert "Permission denied (publickey)" in launch["evidence"]
+        assert f"{BROKEN} refused the MPI user's ssh login from node1" in launch["evidence"]
+        assert "authorized_keys" in launch["fix"]
     finally:
         cluster.ssh(BROKEN, f"cat ~/authorized_keys.doctor > {keys}")
     assert_healthy(inventory)
@@ -218,7 +236,11 @@ def test_hostname_resolving_to_loopback(provisioned, inventory):
     try:
         code, report = doctor(inventory)
         assert code == 2
-        assert problems(report) == {("names", BROKEN, "fail")}
+        found = problems(report)
+        assert ("names", BROKEN, "fail") in found
+        assert found <= {("names", BROKEN, "fail"), ("launch", BROKEN, "fail")}, found
+        for launch in results(report, "launch", BROKEN):  # if the launch failed too
+            assert "the names check saw:" in launch["evidence"], launch
         (result,) = results(report, "names", BROKEN)
         assert "127.0.1.1" in result["evidence"] and "loopback" in result["evidence"]
         assert "127.0.1.1 node2" in result["fix"] and "/etc/hosts" in result["fix"]
@@ -238,9 +260,13 @@ def test_firewall_blocking_high_ports(provisioned, inventory):
         assert ("ports", BROKEN, "fail") in found
         # a DROP on INPUT also eats the replies to node2's own ssh: the mesh may say so,
         # about node2 and no other node
-        assert found <= {("ports", BROKEN, "fail"), ("mesh", BROKEN, "fail")}, found
+        allowed = {("ports", BROKEN, "fail"), ("mesh", BROKEN, "fail"), ("launch", BROKEN, "fail")}
+        assert ("launch", BROKEN, "fail") in found and found <= allowed, found
         (result,) = results(report, "ports", BROKEN)
         assert "timed out" in result["evidence"] and "iptables" in result["fix"]
+        (launch,) = results(report, "launch", BROKEN)
+        assert "the ports check saw:" in launch["evidence"], launch
+        assert "iptables" in launch["fix"]
     finally:
         cluster.ssh(BROKEN, f"sudo iptables -D {rule}")
     assert_healthy(inventory)
@@ -257,10 +283,13 @@ def test_different_mpi_build(provisioned, inventory):
     try:
         code, report = doctor(inventory)
         assert code == 2
-        assert problems(report) == {("versions", BROKEN, "fail")}
+        assert problems(report) == {("versions", BROKEN, "fail"), ("launch", BROKEN, "fail")}
         (result,) = results(report, "versions", BROKEN)
         assert "MPICH" in result["evidence"] and "Open MPI" in result["evidence"]
         assert "update-alternatives" in result["fix"]
+        (launch,) = results(report, "launch", BROKEN)
+        assert "is not Open MPI's mpirun" in launch["evidence"]
+        assert "update-alternatives" in launch["fix"]
     finally:
         cluster.ssh(
             BROKEN,
@@ -283,7 +312,7 @@ def test_stopped_node_costs_one_timeout(provisioned, inventory):
     timeout = 6
     _podman("stop", "-t", "1")
     try:
-        code, report = doctor(inventory, "--timeout", str(timeout))
+        code, report = doctor(inventory, "--timeout", str(timeout), "--no-launch")
         assert code == 2
         assert problems(report) == {("ssh", BROKEN, "fail")}
         (result,) = results(report, "ssh", BROKEN)
@@ -300,4 +329,43 @@ def test_stopped_node_costs_one_timeout(provisioned, inventory):
     code, report = doctor(inventory)
     assert problems(report) <= {("names", BROKEN, "fail")}
     mpicluster("up", str(inventory), timeout=1800)
+    assert_healthy(inventory)
+
+
+def test_mpi4py_missing_on_one_node_is_found_by_the_launch(provisioned, inventory):
+    """node2's Python loses mpi4py: it still runs ranks alone (without MPI), but a job
+    across nodes fails; the launch puts it on node2 and names the Python."""
+    aside = "/usr/lib/python3/dist-packages/mpi4py"
+    _podman_exec(BROKEN, f"mv {aside} /root/mpi4py.aside")
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        found = problems(report)
+        launches = next(c for c in report["checks"] if c["name"] == "launch")
+        assert ("launch", BROKEN, "fail") in found, json.dumps(launches, indent=1)[-6000:]
+        assert found <= {("launch", BROKEN, "fail"), ("versions", BROKEN, "fail")}, found
+        (launch,) = results(report, "launch", BROKEN)
+        assert "no mpi4py in /usr/bin/python3 on node2" in launch["evidence"], launch
+        assert "apt-get install --reinstall python3-mpi4py" in launch["fix"]
+    finally:
+        _podman_exec(BROKEN, f"mv /root/mpi4py.aside {aside}")
+    assert_healthy(inventory)
+
+
+def test_tmp_not_writable_fails_every_launch_on_the_node_and_says_why(provisioned, inventory):
+    """Open MPI keeps its session directory in /tmp: a /tmp the MPI user cannot write
+    (mode 0755) breaks every launch on node2; the disk check reads why on the node."""
+    _podman_exec(BROKEN, "chmod 0755 /tmp")
+    try:
+        code, report = doctor(inventory)
+        assert code == 2
+        assert problems(report) == {("disk", BROKEN, "fail"), ("launch", BROKEN, "fail")}
+        (disk,) = results(report, "disk", BROKEN)
+        assert disk["evidence"] == "/tmp is not writable by vagrant (mode 0755, owner root)"
+        (launch,) = results(report, "launch", BROKEN)
+        assert "on node2 alone" in launch["evidence"], launch
+        assert "/tmp" in launch["evidence"], launch
+        assert "/tmp" in launch["fix"] and "1777" in launch["fix"], launch
+    finally:
+        _podman_exec(BROKEN, "chmod 1777 /tmp")
     assert_healthy(inventory)

@@ -39,6 +39,7 @@ REGISTRY = {
     "mpicluster.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
     "mpicluster.doctor.session:NodeSession.start_probe": "test_doctor_probe_command",
+    "mpicluster.doctor.launch_proof:Launch.command": "test_doctor_launch_command_splits_back",
     "mpicluster.hang:collect": "test_hang_collect_command",
     "mpicluster.job:<module>": "test_head_facts_command_is_constant",
     "mpicluster.job:remote_command": "test_launcher_runs_program_and_env_intact",
@@ -712,3 +713,25 @@ def test_sync_tree_through_rsync_and_ssh(tmp_path, monkeypatch, marker):
         assert argv[argv.index("-p") + 1] == "2222"
         assert calls_of(mkdir_calls)[-1] == ["-p", destination]
         assert calls_of(rsync_calls)[-1][-1] == f"{destination}/"
+
+
+def test_doctor_launch_command_splits_back():
+    """doctor's launches run as argv lists (no shell); the line it shows splits back to
+    that argv, the ranks' program named by its file."""
+    from mpicluster.doctor.launch_proof import PROGRAM, Launch, build_argv
+
+    for value in HOSTILE:
+        word = value.replace("{marker}", "/tmp/never") or "x"
+        argv = build_argv(
+            f"/opt/{word}/bin/mpirun",
+            hosts=[word, "n2"],
+            ranks=2,
+            timeout=20,
+            python=f"/opt/{word}/venv/bin/python",
+            root=True,
+            network_args=["--mca", "btl_tcp_if_include", word],
+        )
+        assert argv[-4:-2] == ["-c", PROGRAM]
+        launch = Launch("pair", "n1", [word, "n2"], 2, argv, 20)
+        assert shlex.split(launch.command) == [*argv[:-4], "launch_rank.py", *argv[-2:]]
+        assert f"{word}:1,n2:1" in argv

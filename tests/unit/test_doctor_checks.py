@@ -336,6 +336,19 @@ def test_disk_thresholds():
     assert bad(report) == {("node1", None, "fail"), ("node2", None, "warn")}
 
 
+def test_disk_a_tmp_the_mpi_user_cannot_write():
+    def tweak(facts):
+        facts["node2"]["env"]["USER"] = "vagrant"
+        facts["node2"]["disk"]["tmp"].update(writable=False, mode="0755", owner="root")
+        facts["node3"]["disk"]["tmp"].update(writable=True, mode="1777", owner="root")
+
+    report = basics.check_disk(gathered(tweak=tweak))
+    (result,) = [r for r in report.results if r.status != Status.PASS]
+    assert result.node == "node2"
+    assert result.evidence == "/tmp is not writable by vagrant (mode 0755, owner root)"
+    assert result.fix.startswith("chmod 1777 /tmp on node2: Open MPI keeps its session")
+
+
 def test_hostfile_missing_or_stale():
     def tweak(facts):
         facts["node1"]["files"]["/etc/mpicluster/hostfile"] = None

@@ -117,3 +117,40 @@ def _neighbour_limits():
     if not folder.is_dir():
         return None  # a network namespace that hides the table
     return {k: int((folder / k).read_text()) for k in ("gc_thresh1", "gc_thresh2", "gc_thresh3")}
+
+
+def test_probe_launches_report_output_exit_codes_and_end_a_hang_with_its_group(tmp_path):
+    """The launch message: each argv run with stdin from /dev/null (the probe's stdin is
+    the conversation), output and exit code back; one past its timeout is a hang, and
+    its whole process group is gone after (here a shell and the sleep it started)."""
+    process = start(spec(listen=False))
+    assert read(process)["kind"] == "facts"
+    pidfile = tmp_path / "sleep.pid"
+    items = [
+        {
+            "id": 0,
+            "argv": [sys.executable, "-c", "import sys; print(repr(sys.stdin.read()))"],
+            "timeout": 10,
+        },
+        {"id": 1, "argv": ["sh", "-c", "echo failing >&2; exit 3"], "timeout": 10},
+        {"id": 2, "argv": ["sh", "-c", f"sleep 300 & echo $! > {pidfile}; wait"], "timeout": 1},
+        {"id": 3, "argv": ["/nonexistent/mpirun"], "timeout": 10},
+    ]
+    message = {"launch": {"items": items, "workers": 4, "budget": 30}}
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+    answer = read(process)
+    assert answer["kind"] == "launched"
+    results = {r["id"]: r for r in answer["results"]}
+    assert (results[0]["rc"], results[0]["output"].strip()) == (0, "''")  # stdin: /dev/null
+    assert (results[1]["rc"], results[1]["output"].strip()) == (3, "failing")
+    assert results[2]["hung"] and results[2]["rc"] is not None and results[2]["rc"] < 0
+    sleeper = int(pidfile.read_text())
+    assert (
+        not Path(f"/proc/{sleeper}").exists()
+        or "Z" in Path(f"/proc/{sleeper}/stat").read_text().split()[2]
+    )
+    assert results[3]["rc"] is None and "No such file" in results[3]["output"]
+    process.stdin.close()
+    assert process.wait(10) == 0

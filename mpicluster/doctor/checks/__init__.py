@@ -14,6 +14,7 @@ from mpicluster.doctor.checks import (
     consistency,
     environment,
     gpus,
+    launch,
     mesh,
     names,
     network,
@@ -42,5 +43,6 @@ CHECKS = [
     Check(basics.CLOCK, basics.CLOCK_TITLE, basics.check_clock),
     Check(basics.DISK, basics.DISK_TITLE, basics.check_disk),
     Check(basics.HOSTFILE, basics.HOSTFILE_TITLE, basics.check_hostfile),
+    Check(launch.NAME, launch.TITLE, launch.check),
 ]
 NAMES = [check.name for check in CHECKS]

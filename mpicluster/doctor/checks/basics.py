@@ -56,6 +56,14 @@ def check_clock(g: Gathered) -> CheckReport:
     return report
 
 
+#: Who writes there as the MPI user, for the fix of a folder they cannot write.
+WRITERS = {
+    "tmp": "Open MPI keeps its session directory there, and most programs their temporary files",
+    "TMPDIR": "Open MPI keeps its session directory in $TMPDIR when it is set",
+    "shm": "Open MPI and NCCL put their shared-memory segments there",
+}
+
+
 def check_disk(g: Gathered) -> CheckReport:
     return per_node(g, DISK, DISK_TITLE, judge_disk)
 
@@ -75,6 +83,16 @@ def judge_disk(node: str, facts: dict) -> list[Result]:
         if info.get("measured") and info["measured"] != where:
             where += f" (on {info['measured']})"
         text = f"{where}: {size(free)} free of {size(info['total'])}"
+        if info.get("writable") is False:
+            user = (facts.get("env") or {}).get("USER") or "the MPI user"
+            results.append(
+                failed(
+                    node,
+                    f"{info['path']} is not writable by {user} (mode {info.get('mode')}, "
+                    f"owner {info.get('owner')})",
+                    f"chmod 1777 {info['path']} on {node}: {WRITERS.get(label, WRITERS['tmp'])}",
+                )
+            )
         fix = f"free space in {info['measured']} on {node}"
         if label == "shm":
             fix += " (Open MPI and NCCL put shared-memory segments there; containers: --shm-size)"

@@ -1,0 +1,377 @@
+"""Doctor's proof by launch: MPI started for real once the static checks' facts are in.
+
+The launches go through the probes still running on the nodes (remote/mpilaunch.py):
+as the MPI user, in the non-interactive login environment mpirun's daemons get, with
+the `mpirun` that environment resolves. In up to four rounds:
+
+1. alone: on every node, `mpirun` with 1 rank, then 2, on that node only;
+2. all: from the head (the first node that passed alone), one rank on every node
+   that passed alone;
+3. pairs, only when (2) failed: from the head, 2 ranks with each of those nodes;
+4. only when every pair from the head failed: the same from a second head, which
+   tells a broken head from a fault of every node.
+
+A launch has a short timeout (a hang is a finding, not a wait); a round is at most
+one launch per node, never N*N. The ranks run PROGRAM with the stack's Python: an
+mpi4py allreduce that also gathers where each rank ran; where mpi4py is missing the
+ranks only say where they ran (mpirun's daemons and the ranks' start are proven, not
+MPI's own wire-up) and the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpicluster import remote
+from mpicluster.mpi_settings import mpirun_network_args
+
+ALONE_TIMEOUT = 15.0
+PAIR_TIMEOUT = 20.0
+#: Pair launches one head runs at once (each is an ssh login into one other node).
+PAIR_WORKERS = 8
+#: The ranks end themselves this long after their launch's timeout (no leftovers).
+RANK_GRACE = 5
+MARK = "MPICLUSTER-LAUNCH "
+
+#: What each rank runs (python -c PROGRAM SECONDS): remote/launch_rank.py.
+PROGRAM = remote.source("launch_rank")
+PROGRAM_FILE = "launch_rank.py"
+
+Progress = Callable[[str], None]
+
+
+def all_timeout(nodes: int) -> float:
+    return 20.0 + 0.2 * nodes
+
+
+def budget(nodes: int) -> float:
+    """Seconds the probes may spend on launches, every round at its worst."""
+    pair_rounds = math.ceil(max(1, nodes - 1) / PAIR_WORKERS)
+    return 2 * ALONE_TIMEOUT + all_timeout(nodes) + 2 * pair_rounds * PAIR_TIMEOUT + 60
+
+
+@dataclass
+class Launch:
+    round: str  # alone | all | pair
+    head: str  # the node mpirun ran on
+    hosts: list[str]  # the nodes given ranks
+    ranks: int
+    argv: list[str]
+    timeout: float
+    rc: int | None = None
+    hung: bool = False
+    seconds: float = 0.0
+    output: str = ""
+    error: str = ""  # the probe could not run it (its session was lost)
+    first: Launch | None = None  # the failed first try this launch repeated
+    hostnames: dict[str, str] = field(default_factory=dict)  # hostname -> node name
+
+    @property
+    def command(self) -> str:
+        """The launch as a shell line, with the ranks' program as its file in mpicluster's
+        source (mpicluster/remote/launch_rank.py) instead of its text."""
+        return shlex.join([*self.argv[:-4], PROGRAM_FILE, *self.argv[-2:]])
+
+    @property
+    def reports(self) -> list[dict]:
+        found = []
+        for line in self.output.splitlines():
+            if line.startswith(MARK):
+                try:
+                    found.append(json.loads(line[len(MARK) :]))
+                except json.JSONDecodeError:
+                    continue
+        return found
+
+    @property
+    def mpi(self) -> bool:
+        """The ranks ran mpi4py's allreduce (not only the placement program)."""
+        return any(r.get("mpi") for r in self.reports)
+
+    @property
+    def ran_on(self) -> list[str]:
+        """Node names the ranks reported, in rank order."""
+        hosts: list[str] = []
+        for report in self.reports:
+            if report.get("mpi"):
+                return [self.node_of(h) for h in report.get("hosts", [])]
+            hosts.append(self.node_of(report.get("host", "")))
+        return hosts
+
+    def node_of(self, hostname: str) -> str:
+        """The inventory's name of the node a rank reported as `hostname`."""
+        short = hostname.split(".")[0]
+        return self.hostnames.get(hostname) or self.hostnames.get(short) or hostname
+
+    @property
+    def no_mpi4py(self) -> list[dict]:
+        return [r for r in self.reports if r.get("mpi") is False]
+
+    @property
+    def problem(self) -> str:
+        """What went wrong, in a few words ("" when the launch proved what it should)."""
+        if self.error:
+            return f"doctor lost the probe on {self.head}: {self.error}"
+        if self.hung:
+            return f"hung: no result in {self.timeout:.0f} s"
+        if self.rc is None:
+            return "mpirun could not be started"
+        if self.rc != 0:
+            return f"mpirun exited {self.rc}"
+        full = next((r for r in self.reports if r.get("mpi")), None)
+        if full is not None:
+            expected = self.ranks * (self.ranks + 1) // 2
+            if full.get("size") != self.ranks:
+                return f"{full.get('size')} ranks started, {self.ranks} asked for"
+            if full.get("sum") != expected:
+                return f"the allreduce gave {full.get('sum')}, not {expected}"
+        elif len(self.reports) != self.ranks:
+            return f"{len(self.reports)} of {self.ranks} ranks reported"
+        missing = sorted(set(self.hosts) - set(self.ran_on))
+        if missing and self.round != "alone":
+            return f"no rank ran on {', '.join(missing)}"
+        return ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "head": self.head,
+            "hosts": self.hosts,
+            "ranks": self.ranks,
+            "command": self.command,
+            "ok": self.ok,
+            "problem": self.problem,
+            "exit_code": self.rc,
+            "hung": self.hung,
+            "seconds": self.seconds,
+            "mpi": self.mpi,
+            "ran_on": self.ran_on,
+            "output_tail": "\n".join(self.output.strip().splitlines()[-12:]),
+            "first_try": self.first.to_dict() if self.first else None,
+        }
+
+
+@dataclass
+class LaunchProof:
+    alone: dict[str, list[Launch]] = field(default_factory=dict)
+    all: Launch | None = None
+    pairs: list[Launch] = field(default_factory=list)
+    #: node -> why no launch ran there (no mpirun on its PATH, not Open MPI's).
+    skipped: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def launches(self) -> list[Launch]:
+        found = [launch for launches in self.alone.values() for launch in launches]
+        return found + ([self.all] if self.all else []) + self.pairs
+
+    def alone_ok(self, node: str) -> bool:
+        return node in self.alone and all(launch.ok for launch in self.alone[node])
+
+    @property
+    def heads(self) -> list[str]:
+        found = [self.all.head] if self.all else []
+        return found + [p.head for p in self.pairs if p.head not in found]
+
+
+def mpirun_of(facts: dict) -> tuple[str | None, str]:
+    """(the mpirun a login resolves, why no launch can run) from a node's probe facts."""
+    path = ((facts.get("which") or {}).get("mpirun") or {}).get("path")
+    if not path:
+        return None, "no mpirun on this node's non-interactive PATH"
+    identity = (facts.get("versions") or {}).get("mpi") or {}
+    text = identity.get("version_text") or ""
+    same = identity.get("real") == facts["which"]["mpirun"].get("real")
+    if same and text and "Open MPI" not in text and "OpenRTE" not in text:
+        return None, f"{path} is not Open MPI's mpirun ({text.splitlines()[0].strip()})"
+    return path, ""
+
+
+def major_version(facts: dict) -> int:
+    text = (((facts.get("versions") or {}).get("mpi") or {}).get("version_text")) or ""
+    match = re.search(r"(\d+)\.\d+", text)
+    return int(match.group(1)) if match else 5
+
+
+#: ssh options of the launches: a fresh login each time, as the mesh check makes, not
+#: one through a master connection an earlier launch left open (the managed ssh
+#: config's ControlPersist): a refused key must show now, not when the master expires.
+FRESH_SSH = "-o ControlMaster=no -o ControlPath=none"
+
+
+def ssh_args(major: int) -> list[str]:
+    """Open MPI's option for the ssh its launcher runs (ORTE's plm_rsh, PRRTE's plm_ssh)."""
+    if major >= 5:
+        return ["--prtemca", "plm_ssh_args", FRESH_SSH]
+    return ["--mca", "plm_rsh_args", FRESH_SSH]
+
+
+def build_argv(
+    mpirun: str,
+    *,
+    hosts: list[str] | None,
+    ranks: int,
+    timeout: float,
+    python: str,
+    root: bool,
+    network_args: list[str],
+    major: int = 5,
+    require_mpi: bool = False,
+) -> list[str]:
+    """One launch's command: `hosts` None means `ranks` ranks on the head alone;
+    `require_mpi`: a rank without mpi4py fails (and mpirun ends the job at once)."""
+    if hosts is None:
+        placement = ["--host", f"localhost:{ranks}", "-np", str(ranks)]
+    else:
+        placement = ["--host", ",".join(f"{h}:1" for h in hosts), "-np", str(len(hosts))]
+    return [
+        mpirun,
+        *placement,
+        *(["--allow-run-as-root"] if root else []),
+        *(ssh_args(major) if hosts is not None else []),
+        *network_args,
+        python,
+        "-c",
+        PROGRAM,
+        str(int(timeout) + RANK_GRACE),
+        "mpi" if require_mpi else "any",
+    ]
+
+
+class Prover:
+    """Runs the rounds over the gathered sessions (runner.Gathered)."""
+
+    def __init__(self, found: Any, pool: ThreadPoolExecutor, progress: Progress):
+        self.found = found
+        self.pool = pool
+        self.progress = progress
+        self.proof = LaunchProof()
+        self.hostnames = {}
+        for name in found.probed:
+            hostname = (found.facts(name) or {}).get("hostname")
+            if hostname:
+                self.hostnames[hostname] = name
+                self.hostnames[hostname.split(".")[0]] = name
+
+    def launch(self, head: str, hosts: list[str] | None, ranks: int, timeout: float, kind: str):
+        # Across nodes, mpi4py is required where some node's ranks had it: a rank
+        # without it then fails at once (named), instead of the others waiting for it.
+        facts = self.found.facts(head) or {}
+        mpirun, _ = mpirun_of(facts)
+        inventory = self.found.inventory
+        node = next(n for n in inventory.nodes if n.name == head)
+        argv = build_argv(
+            mpirun or "mpirun",
+            hosts=hosts,
+            ranks=ranks,
+            timeout=timeout,
+            python=self.found.layout.python,
+            root=inventory.node_ssh(node).user == "root",
+            network_args=mpirun_network_args(inventory.network, major_version(facts)),
+            major=major_version(facts),
+            require_mpi=hosts is not None and self.mpi_somewhere,
+        )
+        return Launch(kind, head, hosts or [head], ranks, argv, timeout, hostnames=self.hostnames)
+
+    def run(self) -> LaunchProof:
+        started = time.monotonic()
+        found, proof = self.found, self.proof
+        ready = []
+        for name in found.probed:
+            if name in found.exchange_errors:
+                continue
+            mpirun, why = mpirun_of(found.facts(name) or {})
+            if mpirun is None:
+                proof.skipped[name] = why
+            else:
+                ready.append(name)
+        self.progress(f"Launching MPI on {len(ready)} node(s) alone (1 and 2 ranks)")
+        for name in ready:
+            proof.alone[name] = [
+                self.launch(name, None, ranks, ALONE_TIMEOUT, "alone") for ranks in (1, 2)
+            ]
+        self._round({name: proof.alone[name] for name in ready}, workers=1)
+        healthy = [name for name in ready if proof.alone_ok(name)]
+        if len(healthy) >= 2:
+            head, others = healthy[0], healthy[1:]
+            self.progress(f"Launching MPI across {len(healthy)} nodes from {head}")
+            proof.all = self.launch(head, healthy, len(healthy), all_timeout(len(healthy)), "all")
+            self._round({head: [proof.all]}, workers=1)
+            if not proof.all.ok:
+                self.progress(f"Narrowing it down: {len(others)} pair launch(es) from {head}")
+                pairs = self._pairs(head, others)
+                if len(others) >= 2 and not any(p.ok for p in pairs):
+                    second = others[0]
+                    self.progress(f"Every pair from {head} failed: pairs from {second}")
+                    self._pairs(second, others[1:])
+        proof.seconds = time.monotonic() - started
+        return proof
+
+    @property
+    def mpi_somewhere(self) -> bool:
+        return any(x.mpi for launches in self.proof.alone.values() for x in launches)
+
+    def _pairs(self, head: str, others: list[str]) -> list[Launch]:
+        """Pair launches from `head`; one that fails without a rank saying why gets a
+        second try once the round is over (a pair must not be blamed for what the
+        round's other failing launches left behind); the second try is the result."""
+        launches = [self.launch(head, [head, o], 2, PAIR_TIMEOUT, "pair") for o in others]
+        self._round({head: launches}, workers=PAIR_WORKERS)
+        again = [x for x in launches if not x.ok and not x.no_mpi4py and not x.error]
+        if again:
+            retries = [self.launch(head, x.hosts, 2, PAIR_TIMEOUT, "pair") for x in again]
+            self._round({head: retries}, workers=PAIR_WORKERS)
+            for first, retry in zip(again, retries, strict=True):
+                retry.first = first
+                launches[launches.index(first)] = retry
+        self.proof.pairs.extend(launches)
+        return launches
+
+    def _round(self, orders: dict[str, list[Launch]], workers: int) -> None:
+        from mpicluster.doctor.session import ProbeError
+
+        def one(name: str) -> None:
+            launches = orders[name]
+            items = [
+                {"id": i, "argv": launch.argv, "timeout": launch.timeout}
+                for i, launch in enumerate(launches)
+            ]
+            rounds = math.ceil(len(items) / workers)
+            seconds = rounds * (max(launch.timeout for launch in launches) + 10) + 10
+            session = self.found.sessions[name]
+            try:
+                session.send({"launch": {"items": items, "workers": workers, "budget": seconds}})
+                answer = session.receive(time.monotonic() + seconds + 15)
+                if answer.get("kind") != "launched":
+                    raise ProbeError(f"unexpected answer {answer.get('kind')!r}")
+            except ProbeError as exc:
+                for launch in launches:
+                    launch.error = str(exc)
+                return
+            done = set()
+            for result in answer.get("results", []):
+                launch = launches[result["id"]]
+                launch.rc, launch.hung = result["rc"], result["hung"]
+                launch.seconds, launch.output = result["seconds"], result["output"]
+                done.add(result["id"])
+            for i, launch in enumerate(launches):
+                if i not in done:
+                    launch.error = "not started before the probe's deadline"
+
+        list(self.pool.map(one, list(orders)))
+
+
+def prove(found: Any, pool: ThreadPoolExecutor, progress: Progress) -> LaunchProof:
+    return Prover(found, pool, progress).run()

@@ -1,0 +1,245 @@
+"""The proof by launch's judgement, from recorded launches (pure logic: no nodes).
+
+Where a launch failed, the result must sit on the node (or pair) the rounds point at,
+and explain from what was seen: mpirun's own words, what the other checks found on
+that node. tests/cluster/test_doctor.py launches for real.
+"""
+
+from __future__ import annotations
+
+import json
+
+from mpicluster.doctor.checks import launch as launch_check
+from mpicluster.doctor.launch_proof import (
+    MARK,
+    Launch,
+    LaunchProof,
+    build_argv,
+    major_version,
+    mpirun_of,
+)
+from mpicluster.doctor.model import Status
+from mpicluster.doctor.runner import Options
+from tests.unit.test_doctor_checks import MPICH, gathered, node_facts
+
+NODES = ["node1", "node2", "node3"]
+
+
+def report_line(hosts: list[str], **extra) -> str:
+    size = len(hosts)
+    body = {"mpi": True, "size": size, "hosts": hosts, "sum": size * (size + 1) // 2}
+    return MARK + json.dumps({"library": "Open MPI v4.1.4", **body, **extra})
+
+
+def launch(kind, head, hosts, *, output=None, rc=0, hung=False, ranks=None) -> Launch:
+    ranks = ranks or len(hosts)
+    argv = build_argv(
+        "/usr/bin/mpirun",
+        hosts=None if kind == "alone" else hosts,
+        ranks=ranks,
+        timeout=15,
+        python="/usr/bin/python3",
+        root=False,
+        network_args=[],
+    )
+    if output is None:
+        output = report_line(hosts * (ranks if kind == "alone" else 1))
+    found = Launch(kind, head, hosts, ranks, argv, 15, rc, hung, 0.5, output)
+    found.hostnames = {n: n for n in NODES}
+    return found
+
+
+def healthy_alone() -> dict[str, list[Launch]]:
+    return {n: [launch("alone", n, [n], ranks=r) for r in (1, 2)] for n in NODES}
+
+
+def judge(proof: LaunchProof, tweak=None, **fields):
+    g = gathered(tweak=tweak, launch=proof, **fields)
+    g.options = Options(checks=("mesh", "ports", "launch"), timeout=10)
+    return launch_check.check(g)
+
+
+def failures(report):
+    return [r for r in report.results if r.status != Status.PASS]
+
+
+def test_a_healthy_proof_passes_each_node_and_the_cluster():
+    proof = LaunchProof(alone=healthy_alone(), all=launch("all", "node1", NODES))
+    report = judge(proof)
+    assert failures(report) == []
+    assert {r.node for r in report.results} == {*NODES, None}
+    whole = next(r for r in report.results if r.node is None)
+    assert "one rank on each of 3 nodes: allreduce exact, Open MPI v4.1.4" in whole.evidence
+    assert len(report.details) == 7  # every launch, in the JSON report
+
+
+def test_a_launch_problem_is_what_was_seen():
+    assert launch("all", "node1", NODES).ok
+    assert launch("all", "node1", NODES, hung=True, rc=-15).problem == "hung: no result in 15 s"
+    assert launch("all", "node1", NODES, rc=1).problem == "mpirun exited 1"
+    wrong = launch("all", "node1", NODES, output=report_line(NODES, sum=5))
+    assert wrong.problem == "the allreduce gave 5, not 6"
+    fewer = launch("all", "node1", NODES, output=report_line(["node1", "node3"]))
+    assert fewer.problem == "2 ranks started, 3 asked for"
+    twice = launch("all", "node1", NODES, output=report_line(["node1", "node1", "node3"]))
+    assert twice.problem == "no rank ran on node2"
+
+
+def test_a_node_refusing_the_login_is_the_one_named_with_the_real_cause():
+    refused = (
+        "vagrant@node2: Permission denied (publickey).\n"
+        "--------------------------------------------------------------------------\n"
+        "PRTE has lost communication with a remote daemon.\n"
+    )
+    proof = LaunchProof(
+        alone=healthy_alone(),
+        all=launch("all", "node1", NODES, rc=1, output=refused),
+        pairs=[
+            launch("pair", "node1", ["node1", "node2"], rc=1, output=refused),
+            launch("pair", "node1", ["node1", "node3"]),
+        ],
+    )
+    (result,) = failures(judge(proof))
+    assert (result.node, result.peer) == ("node2", "node1")
+    assert "Permission denied (publickey)" in result.evidence
+    assert "node2 refused the MPI user's ssh login from node1" in result.evidence
+    assert "authorized_keys" in result.fix and "StrictModes" in result.fix
+
+
+def test_what_another_check_saw_on_the_node_is_the_evidence():
+    """A hang whose output says nothing: the ports check's finding on that node
+    explains it, and its fix is the one given."""
+    proof = LaunchProof(
+        alone=healthy_alone(),
+        all=launch("all", "node1", NODES, hung=True, rc=-15, output=""),
+        pairs=[
+            launch("pair", "node1", ["node1", "node2"]),
+            launch("pair", "node1", ["node1", "node3"], hung=True, rc=-15, output=""),
+        ],
+    )
+    blocked = {"ok": False, "error": "timed out", "seconds": 3.0}
+    tcp = {}
+    for source in NODES:
+        for target in NODES:
+            if source != target:
+                tcp[(source, target)] = {
+                    "peer": target,
+                    **(
+                        blocked if target == "node3" else {"ok": True, "error": "", "seconds": 0.01}
+                    ),
+                }
+    (result,) = failures(judge(proof, tcp_pairs=tcp))
+    assert (result.node, result.peer) == ("node3", "node1")
+    assert "hung: no result in 15 s" in result.evidence
+    assert "the ports check saw:" in result.evidence
+    assert "iptables" in result.fix or "firewall" in result.fix
+
+
+def test_a_hang_nothing_explains_names_both_causes_and_how_to_tell_them_apart():
+    proof = LaunchProof(
+        alone=healthy_alone(),
+        all=launch("all", "node1", NODES, hung=True, rc=-15, output=""),
+        pairs=[
+            launch("pair", "node1", ["node1", "node2"], hung=True, rc=-15, output=""),
+            launch("pair", "node1", ["node1", "node3"]),
+        ],
+    )
+    (result,) = failures(judge(proof))
+    assert result.node == "node2"
+    assert "saw nothing wrong here" in result.evidence
+    assert "two causes" in result.fix and "ip route get" in result.fix
+
+
+def test_a_head_that_fails_with_everyone_is_the_one_named():
+    output = "ssh: connect to host node2 port 22: Connection timed out\n"
+    proof = LaunchProof(
+        alone=healthy_alone(),
+        all=launch("all", "node1", NODES, rc=1, output=output),
+        pairs=[
+            launch("pair", "node1", ["node1", "node2"], rc=1, output=output),
+            launch("pair", "node1", ["node1", "node3"], rc=1, output=output),
+            launch("pair", "node2", ["node2", "node3"]),
+        ],
+    )
+    (result,) = failures(judge(proof))
+    assert result.node == "node1"
+    assert "every launch from node1 with another node failed" in result.evidence
+    assert "launches from node2 worked" in result.evidence
+
+
+def test_mpi4py_missing_on_one_node_is_named_with_its_python():
+    missing = MARK + json.dumps(
+        {
+            "mpi": False,
+            "rank": "1",
+            "host": "node3",
+            "python": "/usr/bin/python3",
+            "error": "No module named 'mpi4py'",
+        }
+    )
+    proof = LaunchProof(
+        alone=healthy_alone(),
+        all=launch("all", "node1", NODES, rc=1, output=missing),
+        pairs=[
+            launch("pair", "node1", ["node1", "node2"]),
+            launch("pair", "node1", ["node1", "node3"], rc=1, output=missing),
+        ],
+    )
+    (result,) = failures(judge(proof))
+    assert result.node == "node3"
+    assert "no mpi4py in /usr/bin/python3 on node3" in result.evidence
+    assert "reinstall mpi4py in /usr/bin/python3 on node3 (apt-get install" in result.fix
+
+
+def test_a_daemon_missing_from_path_alone_on_a_node():
+    output = "bash: line 1: prted: command not found\n"
+    alone = healthy_alone()
+    alone["node2"][1] = launch("alone", "node2", ["node2"], ranks=2, rc=127, output=output)
+    proof = LaunchProof(alone=alone, all=launch("all", "node1", ["node1", "node3"]))
+    (result,) = failures(judge(proof))
+    assert result.node == "node2" and result.peer is None
+    assert "mpirun with 2 rank(s) on node2 alone: mpirun exited 127" in result.evidence
+    assert "not on node2's non-interactive PATH" in result.evidence
+
+
+def test_no_launch_where_mpirun_is_missing_says_what_env_saw():
+    def tweak(facts):
+        facts["node2"]["which"]["mpirun"] = {"path": None, "real": None}
+        facts["node2"]["env"]["PATH"] = "/nonexistent"
+
+    alone = healthy_alone()
+    del alone["node2"]
+    proof = LaunchProof(
+        alone=alone,
+        all=launch("all", "node1", ["node1", "node3"]),
+        skipped={"node2": "no mpirun on this node's non-interactive PATH"},
+    )
+    (result,) = failures(judge(proof, tweak=tweak))
+    assert result.node == "node2"
+    assert "the env check saw:" in result.evidence and "/nonexistent" in result.evidence
+
+
+def test_an_output_doctor_does_not_know_is_shown_not_guessed_at():
+    output = "something odd happened: error 42 in the frobnicator\n"
+    proof = LaunchProof(
+        alone=healthy_alone(),
+        all=launch("all", "node1", NODES, rc=1, output=output),
+        pairs=[
+            launch("pair", "node1", ["node1", "node2"], rc=1, output=output),
+            launch("pair", "node1", ["node1", "node3"]),
+        ],
+    )
+    (result,) = failures(judge(proof))
+    assert "error 42 in the frobnicator" in result.evidence
+    assert result.fix.startswith("doctor could not tell the cause")
+
+
+def test_which_mpirun_and_series_from_the_facts():
+    facts = node_facts("node1", 0)
+    assert mpirun_of(facts) == ("/usr/bin/mpirun", "")
+    assert major_version(facts) == 4
+    facts["versions"]["mpi"]["version_text"] = MPICH
+    path, why = mpirun_of(facts)
+    assert path is None and "is not Open MPI's mpirun" in why
+    facts["which"]["mpirun"] = {"path": None, "real": None}
+    assert mpirun_of(facts) == (None, "no mpirun on this node's non-interactive PATH")
