@@ -170,7 +170,6 @@ class LaunchProof:
     pairs: list[Launch] = field(default_factory=list)
     #: node -> why no launch ran there (no mpirun on its PATH, not Open MPI's).
     skipped: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
 
     @property
     def launches(self) -> list[Launch]:
@@ -179,11 +178,6 @@ class LaunchProof:
 
     def alone_ok(self, node: str) -> bool:
         return node in self.alone and all(launch.ok for launch in self.alone[node])
-
-    @property
-    def heads(self) -> list[str]:
-        found = [self.all.head] if self.all else []
-        return found + [p.head for p in self.pairs if p.head not in found]
 
 
 def mpirun_of(facts: dict) -> tuple[str | None, str]:
@@ -286,7 +280,6 @@ class Prover:
         return Launch(kind, head, hosts or [head], ranks, argv, timeout, hostnames=self.hostnames)
 
     def run(self) -> LaunchProof:
-        started = time.monotonic()
         found, proof = self.found, self.proof
         ready = []
         for name in found.probed:
@@ -316,7 +309,6 @@ class Prover:
                     second = others[0]
                     self.progress(f"Every pair from {head} failed: pairs from {second}")
                     self._pairs(second, others[1:])
-        proof.seconds = time.monotonic() - started
         return proof
 
     @property
