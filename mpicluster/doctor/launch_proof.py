@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpicluster import remote
+from mpicluster.doctor.mpi_identity import mpi_name
 from mpicluster.mpi_settings import mpirun_network_args
 
 ALONE_TIMEOUT = 15.0
@@ -186,16 +187,16 @@ def mpirun_of(facts: dict) -> tuple[str | None, str]:
     if not path:
         return None, "no mpirun on this node's non-interactive PATH"
     identity = (facts.get("versions") or {}).get("mpi") or {}
-    text = identity.get("version_text") or ""
     same = identity.get("real") == facts["which"]["mpirun"].get("real")
-    if same and text and "Open MPI" not in text and "OpenRTE" not in text:
-        return None, f"{path} is not Open MPI's mpirun ({text.splitlines()[0].strip()})"
+    name = mpi_name(identity) or ""
+    if same and identity.get("version_text") and not name.startswith("Open MPI"):
+        return None, f"{path} is not Open MPI's mpirun ({name})"
     return path, ""
 
 
 def major_version(facts: dict) -> int:
-    text = (((facts.get("versions") or {}).get("mpi") or {}).get("version_text")) or ""
-    match = re.search(r"(\d+)\.\d+", text)
+    name = mpi_name((facts.get("versions") or {}).get("mpi")) or ""
+    match = re.match(r"Open MPI (\d+)", name)
     return int(match.group(1)) if match else 5
 
 
