@@ -11,6 +11,8 @@ from mpicluster.text import last_line
 SSH_CAUSES = [
     ("host_key_changed", ("remote host identification has changed", "host key for")),
     ("host_key_unknown", ("host key verification failed", "no ed25519 host key is known")),
+    ("key_mode", ("unprotected private key file", "bad permissions")),
+    ("nologin", ("account is currently not available",)),
     ("denied", ("permission denied",)),
     ("resolve", ("could not resolve hostname", "name or service not known")),
     ("timeout", ("timed out", "operation timed out")),
@@ -61,5 +63,7 @@ def why(cause: str, target: str, source: str | None = None, command: str = "true
         "unreachable": f"no route to {target}",
         "refused": f"{target} refuses connections on port 22",
         "closed": f"{target} closed the connection",
+        "key_mode": "ssh refuses to use the cluster key (its file is readable by others)",
+        "nologin": "the MPI user's login shell refuses commands (nologin)",
         "command": f"the login works but `{command}` failed (login shell?)",
     }.get(cause, "ssh failed")

@@ -236,6 +236,9 @@ def build_argv(
         *placement,
         *(["--allow-run-as-root"] if root else []),
         *(ssh_args(major) if hosts is not None else []),
+        # a hung rank busy-polls: yielding keeps it from starving the next launches
+        # (and the user's jobs) on a node with few cores
+        *["--mca", "mpi_yield_when_idle", "1"],
         *network_args,
         python,
         "-c",

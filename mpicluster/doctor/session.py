@@ -38,6 +38,8 @@ class ProbeError(Exception):
 #: How a node failed to answer: the network (nothing answers), or ssh itself (a host
 #: key, authentication), or the probe (the node answers but the probe does not run).
 NETWORK, SSH, PROBE_FAILED = "network", "ssh", "probe"
+#: Lines a login may print before the probe's first message.
+BANNER_LINES = 20
 
 
 @dataclass
@@ -54,6 +56,9 @@ class NodeSession:
     host_key: str = ""
     facts: dict | None = None
     messages: list[dict] = field(default_factory=list)
+    #: What the login printed before the probe's first message (a shell startup file's
+    #: echo): rsync and scp/sftp break on such logins, doctor reads past it.
+    banner: list[str] = field(default_factory=list)
     _buffer: bytes = b""
 
     @property
@@ -135,7 +140,12 @@ class NodeSession:
         try:
             message = json.loads(line)
         except json.JSONDecodeError:
-            raise ProbeError(f"the probe printed {line[:120]!r}") from None
+            message = None
+        if not isinstance(message, dict):
+            if self.messages or len(self.banner) >= BANNER_LINES:
+                raise ProbeError(f"the probe printed {line[:120]!r}")
+            self.banner.append(line.decode("utf-8", "replace").strip()[:200])
+            return self.receive(deadline)
         self.messages.append(message)
         return message
 
@@ -154,7 +164,9 @@ class NodeSession:
         except (TimeoutError, paramiko.SSHException, OSError):
             pass
         code = channel.recv_exit_status() if channel.exit_status_ready() else None
-        last = last_line(err.decode("utf-8", "replace"), "no output")
+        last = last_line(err.decode("utf-8", "replace"), "") or last_line(
+            "\n".join(self.banner), "no output"
+        )
         if code == 127 or ("No such file" in last and remote.PYTHON in last):
             return f"{remote.PYTHON} is missing on the node ({last})"
         return f"the probe exited ({code}): {last}"

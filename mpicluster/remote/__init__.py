@@ -23,7 +23,7 @@ SMOKE = HERE / "smoke"
 #: Ansible's module_utils folder for playbooks/library.
 MODULE_UTILS = HERE / "module_utils"
 #: Helper modules a shipped program may import.
-LIBRARIES = ("nodeinfo", "mpilaunch")
+LIBRARIES = ("nodeinfo", "mpilaunch", "accessfacts")
 #: Absolute: the node's PATH may be the very thing to repair.
 PYTHON = "/usr/bin/python3"
 

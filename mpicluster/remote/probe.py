@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 
+import accessfacts
 from mpilaunch import launch
 from nodeinfo import first_existing, node_facts, read_text, run
 
@@ -130,8 +131,10 @@ def interfaces():
     for name in names:
         base = "/sys/class/net/" + name
         state = (read_text(base + "/operstate") or "").strip()
+        mtu = (read_text(base + "/mtu") or "").strip()
         result[name] = {
             "state": state,
+            "mtu": int(mtu) if mtu.isdigit() else None,
             "bridge": os.path.isdir(base + "/bridge"),
             "addresses": [],
         }
@@ -175,6 +178,7 @@ def disk(paths):
             continue
         found[label] = {
             "path": path,
+            "exists": probe == path,
             "measured": probe,
             "free": stat.f_bavail * stat.f_frsize,
             "total": stat.f_blocks * stat.f_frsize,
@@ -338,6 +342,18 @@ def gather(spec):
     for path in spec.get("files", []):
         files[path] = read_text(path)
     packages = python_packages(layout, {"mpi4py", "horovod", "torch"})
+    mca = accessfacts.mca_variables(os.environ)
+    access = {
+        "login": accessfacts.login(spec["cluster"]),
+        "known_hosts": accessfacts.known_host_names(spec["cluster"]),
+        "resolver": accessfacts.resolver(names),
+        "mca_files": accessfacts.mca_files(os.path.dirname(layout["mpi_bin"])),
+        "mca_env": dict((k, os.environ[k]) for k in mca),
+        "setters": accessfacts.setters(["PATH", "LD_LIBRARY_PATH", "TMPDIR", *mca]),
+        "printing": accessfacts.printing_lines(),
+        "ssh_client": accessfacts.ssh_client_lines(),
+        "host_keys": accessfacts.host_key_fingerprints(),
+    }
     facts = node_facts(layout["prefix"], layout.get("cuda_home"), with_gpus=bool(spec.get("gpus")))
     facts.update(
         {
@@ -353,6 +369,7 @@ def gather(spec):
             "disk": disk(disk_paths),
             "files": files,
             "ssh": ssh_trust(spec["cluster"]),
+            "access": access,
             "versions": {
                 "mpi": mpi_identity(layout),
                 "fingerprint": (facts["current"] or {}).get("fingerprint"),
@@ -445,7 +462,7 @@ class Mesh:
             if self.fast_kex:
                 argv += FAST_KEX
             argv += [peer, "true"]
-            code, _, err = run(argv, timeout=self.timeout * 2 + 10)
+            code, out, err = run(argv, timeout=self.timeout * 2 + 10)
             lowered = err.lower()
             if self.fast_kex and "kexalgorithms" in lowered and code == 255:
                 self.fast_kex = False  # a client too old for the ^ syntax
@@ -453,12 +470,41 @@ class Mesh:
             if code == 255 and attempts < 2 and any(t in lowered for t in TRANSIENT):
                 time.sleep(0.2)  # sshd's MaxStartups dropping a burst: try once more
                 continue
-            return {
+            if code not in (0, 255, None):
+                err = (err + "\n" + out).strip()  # nologin and the like print on stdout
+            result = {
                 "peer": peer,
                 "rc": code,
-                "stderr": err.strip()[-600:],
+                "stderr": shortened(err),
                 "seconds": round(time.time() - started, 3),
             }
+            if code != 0:
+                result["config"] = self.effective(peer)
+            return result
+
+    def effective(self, peer):
+        """What this node's ssh client would use for `peer` (`ssh -G`): only read when a
+        login failed, to tell a client-side setting from the peer's refusal."""
+        code, out, _ = run([self.ssh, "-G", peer], timeout=10)
+        if code != 0:
+            return None
+        wanted = ("user", "hostname", "port", "identityfile", "proxyjump", "proxycommand")
+        found = {}
+        for line in out.splitlines():
+            key, _, value = line.partition(" ")
+            if key in wanted:
+                found.setdefault(key, []).append(value.strip())
+        return found
+
+
+def shortened(stderr, keep=600):
+    """The end of an ssh client's stderr, with the lines that name keys and files kept
+    (a changed host key's warning is long: its fingerprint is in the middle)."""
+    text = stderr.strip()
+    if len(text) <= keep:
+        return text
+    telling = [x for x in text.splitlines() if "SHA256:" in x or "Offending" in x]
+    return "\n".join([*telling[:4], text[-keep:]])
 
 
 def run_pool(function, items, workers, deadline):

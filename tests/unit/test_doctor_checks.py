@@ -507,3 +507,127 @@ def test_a_pair_that_works_on_the_second_try_passes_with_a_note():
     report = mesh.check(gathered(ssh_pairs=pairs))
     assert report.status == Status.PASS
     assert "node3 on a second try" in next(r.evidence for r in report.results if r.node == "node1")
+
+
+def access(facts: dict) -> dict:
+    return facts.setdefault("access", {})
+
+
+def test_env_traces_an_override_to_the_startup_line_that_sets_it():
+    def tweak(facts):
+        env = facts["node2"]["env"]
+        env["OMPI_MCA_btl_tcp_if_include"] = "eth9"
+        env["PATH"] = "/usr/local/bin"
+        access(facts["node2"])["setters"] = {
+            "OMPI_MCA_btl_tcp_if_include": [
+                "/home/u/.bashrc:1: export OMPI_MCA_btl_tcp_if_include=eth9"
+            ],
+            "PATH": [
+                "/etc/profile:5: PATH=/usr/bin",  # login shells only: not the cause
+                "/home/u/.bashrc:2: export PATH=/usr/local/bin",
+            ],
+        }
+
+    report = environment.check(gathered(tweak=tweak))
+    found = [r for r in report.results if r.status != Status.PASS]
+    assert {r.node for r in found} == {"node2"}
+    fixes = " ".join(r.fix for r in found)
+    assert "/home/u/.bashrc:1" in fixes and "/home/u/.bashrc:2" in fixes
+    assert "/etc/profile" not in fixes
+
+
+def test_env_mca_settings_from_elsewhere_differ_between_nodes():
+    def tweak(facts):
+        access(facts["node3"])["mca_env"] = {"OMPI_MCA_btl": "self,vader"}
+        access(facts["node3"])["setters"] = {
+            "OMPI_MCA_btl": ["/etc/bash.bashrc:9: export OMPI_MCA_btl=self,vader"]
+        }
+
+    report = environment.check(gathered(tweak=tweak))
+    assert bad(report) == {("node3", None, "fail")}
+    (result,) = [r for r in report.results if r.status != Status.PASS]
+    assert "/etc/bash.bashrc:9" in result.evidence and "node1, node2 do not" in result.evidence
+
+    def everywhere(facts):
+        for name in NODES:
+            access(facts[name])["mca_env"] = {"OMPI_MCA_btl": "self,vader,tcp"}
+
+    assert {s for _, _, s in bad(environment.check(gathered(tweak=everywhere)))} == {"warn"}
+
+
+def test_names_trace_a_stale_hosts_line_and_an_nsswitch_without_files():
+    def tweak(facts):
+        facts["node1"]["resolve"]["node2"] = {"addresses": ["10.9.0.99"]}
+        access(facts["node1"])["resolver"] = {
+            "nsswitch_hosts": "hosts: files dns",
+            "hosts_lines": {"node2": [[1, "10.9.0.99 node2"], [7, "10.9.0.12 node2"]]},
+        }
+        facts["node3"]["resolve"]["node1"] = {"error": "Name or service not known"}
+        access(facts["node3"])["resolver"] = {
+            "nsswitch_hosts": "hosts: dns",
+            "hosts_lines": {"node1": [[5, "10.9.0.11 node1"]]},
+        }
+
+    report = names.check(gathered(tweak=tweak))
+    assert bad(report) == {("node1", "node2", "fail"), ("node3", "node1", "fail")}
+    by_node = {r.node: r for r in report.results if r.status != Status.PASS}
+    assert "`10.9.0.99 node2` (/etc/hosts:1 on node1)" in by_node["node1"].fix
+    assert "nsswitch.conf" in by_node["node3"].fix and "files" in by_node["node3"].fix
+
+
+def test_versions_names_the_parameter_file_line_one_node_adds():
+    def tweak(facts):
+        base = [["btl", "^openib", 68]]
+        for name in NODES:
+            access(facts[name])["mca_files"] = {"/etc/openmpi/openmpi-mca-params.conf": base}
+        access(facts["node2"])["mca_files"] = {
+            "/etc/openmpi/openmpi-mca-params.conf": [*base, ["btl", "self,vader", 71]]
+        }
+
+    report = consistency.check(gathered(tweak=tweak))
+    assert bad(report) == {("node2", None, "fail")}
+    (result,) = [r for r in report.results if r.status != Status.PASS]
+    assert "/etc/openmpi/openmpi-mca-params.conf:71" in result.fix
+    assert "`btl = self,vader`" in result.fix
+
+
+def test_interfaces_warn_on_the_node_whose_mtu_differs():
+    def tweak(facts):
+        for name in NODES:
+            facts[name]["interfaces"]["eth0"]["mtu"] = 1500
+        facts["node2"]["interfaces"]["eth0"]["mtu"] = 9000
+
+    report = network.check_interfaces(gathered(tweak=tweak))
+    assert bad(report) == {("node2", None, "warn")}
+    (result,) = [r for r in report.results if r.status != Status.PASS]
+    assert "MTU 9000" in result.evidence and "mtu 1500" in result.fix
+
+
+def test_disk_a_tmpdir_that_does_not_exist_names_who_sets_it():
+    facts = node_facts("node1", 0)
+    facts["disk"]["TMPDIR"] = {
+        "path": "/scratch/tmp",
+        "exists": False,
+        "measured": "/",
+        "free": 50 << 30,
+        "total": 100 << 30,
+    }
+    access(facts)["setters"] = {"TMPDIR": ["/etc/environment:3: TMPDIR=/scratch/tmp"]}
+    (result,) = basics.judge_disk("node1", facts)
+    assert result.status == Status.FAIL
+    assert "/scratch/tmp" in result.fix and "/etc/environment:3" in result.fix
+
+
+def test_ssh_check_tells_a_missing_control_key_from_keys_ignored_altogether():
+    def refused(g, into_rc, stderr):
+        session = g.sessions["node2"]
+        session.facts = None
+        session.error = "authentication failed for vagrant@10.9.0.12:22 with /k"
+        for source in ("node1", "node3"):
+            g.ssh_pairs[(source, "node2")] = {"peer": "node2", "rc": into_rc, "stderr": stderr}
+        return {r.node: r for r in ssh_access.check(g).results}["node2"]
+
+    missing_line = refused(gathered(), 0, "")
+    assert "accepts the cluster key but not the control machine's" in missing_line.fix
+    ignored = refused(gathered(), 255, "vagrant@node2: Permission denied (publickey).")
+    assert "StrictModes" in ignored.fix and "alike" in ignored.fix

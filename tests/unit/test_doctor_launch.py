@@ -243,3 +243,28 @@ def test_which_mpirun_and_series_from_the_facts():
     assert path is None and "is not Open MPI's mpirun" in why
     facts["which"]["mpirun"] = {"path": None, "real": None}
     assert mpirun_of(facts) == (None, "no mpirun on this node's non-interactive PATH")
+
+
+def test_every_pair_failing_from_both_heads_lands_on_the_one_node_with_a_cause():
+    """A loaded machine can fail the healthy pairs too: the node the other checks name
+    is the one blamed, not the whole cluster."""
+
+    def tweak(facts):
+        for name in NODES:
+            facts[name].setdefault("access", {})["mca_files"] = {"/etc/x.conf": []}
+        facts["node2"]["access"]["mca_files"] = {"/etc/x.conf": [["btl", "self,vader", 3]]}
+
+    proof = LaunchProof(
+        alone=healthy_alone(),
+        all=launch("all", "node1", NODES, rc=-9, hung=True, output=""),
+        pairs=[
+            launch("pair", "node1", ["node1", "node2"], rc=-9, hung=True, output=""),
+            launch("pair", "node1", ["node1", "node3"], rc=-9, hung=True, output=""),
+            launch("pair", "node2", ["node2", "node3"], rc=-9, hung=True, output=""),
+        ],
+    )
+    g_report = judge(proof, tweak=tweak)
+    (result,) = failures(g_report)
+    assert result.node == "node2"
+    assert "only node2 shows a cause" in result.evidence
+    assert "/etc/x.conf:3" in result.fix

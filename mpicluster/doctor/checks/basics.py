@@ -77,6 +77,9 @@ def judge_disk(node: str, facts: dict) -> list[Result]:
                 warned(node, f"cannot measure {info['path']}: {info['error']}", "check the mount")
             )
             continue
+        if label == "TMPDIR" and info.get("exists") is False:
+            results.append(_tmpdir_missing(node, facts, info["path"]))
+            continue
         fail_below, warn_below = DISK_LIMITS.get(label, (64 * MiB, 512 * MiB))
         free = info["free"]
         where = info["path"]
@@ -105,6 +108,19 @@ def judge_disk(node: str, facts: dict) -> list[Result]:
     if not results:
         results.append(passed(node, "free: " + ", ".join(shown)))
     return results
+
+
+def _tmpdir_missing(node: str, facts: dict, path: str) -> Result:
+    lines = ((facts.get("access") or {}).get("setters") or {}).get("TMPDIR") or []
+    where = lines[-1].partition(": ")[0] if lines else None
+    return failed(
+        node,
+        f"logins on {node} get TMPDIR={path}, which does not exist"
+        + (f" (set at {where})" if where else ""),
+        f"create {path} on {node} (mode 1777), or remove TMPDIR from "
+        + (where if where else "the login's environment")
+        + ": Open MPI keeps its session directory in $TMPDIR, and a launch there fails",
+    )
 
 
 def expected_hostfiles(g: Gathered) -> dict[str, str | None]:

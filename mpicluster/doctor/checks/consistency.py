@@ -128,6 +128,10 @@ def check(g: Gathered) -> CheckReport:
             for key, label in COMPONENTS
             if parts[key] and key not in ("mpi", "build")
         ]
+        params = _params_differ(g, node, found)
+        if params:
+            report.results.append(params)
+            continue
         report.results.append(
             passed(
                 node,
@@ -151,3 +155,36 @@ def _differs(g: Gathered, node: str, parts: dict, differences: list[str]) -> Res
     else:
         fix = f"{UP}: it installs the cluster's build on {node} (by copy when it is cached)"
     return failed(node, f"{node} differs: {'; '.join(differences)}", fix)
+
+
+def _params(facts: dict) -> dict[tuple[str, str, str], int]:
+    """(file, key, value) -> line, of Open MPI's parameter files on a node."""
+    files = ((facts.get("access") or {}).get("mca_files")) or {}
+    return {(path, k, v): line for path, entries in files.items() for k, v, line in entries}
+
+
+def _params_differ(g: Gathered, node: str, nodes) -> Result | None:
+    """Open MPI's parameter files setting on `node` what most nodes' do not (or the
+    other way round): every launch there obeys them."""
+    settings = {n: frozenset(_params(g.facts(n) or {})) for n in nodes}
+    best, odd = majority(settings)
+    if node not in odd or best is None:
+        return None
+    mine = _params(g.facts(node) or {})
+    extra = sorted(set(mine) - set(best))  # type: ignore[arg-type]
+    lacking = sorted(set(best) - set(mine))  # type: ignore[arg-type]
+    others = len(settings) - len(odd)
+    said = [f"{p}:{mine[(p, k, v)]} sets `{k} = {v}`" for p, k, v in extra[:3]]
+    said += [f"{p} lacks `{k} = {v}`" for p, k, v in lacking[:3]]
+    return failed(
+        node,
+        f"Open MPI's parameter files differ on {node}: {'; '.join(said)} (the other "
+        f"{others} node(s) agree with each other)",
+        f"make {node}'s files match the others ("
+        + "; ".join(
+            [f"remove `{k} = {v}` from {p}:{mine[(p, k, v)]}" for p, k, v in extra[:3]]
+            + [f"add `{k} = {v}` to {p}" for p, k, v in lacking[:3]]
+        )
+        + "): mpirun and every daemon read them on each launch, and nodes that disagree on "
+        "MPI's settings fail or hang together",
+    )

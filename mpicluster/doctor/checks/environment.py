@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mpicluster import layout
 from mpicluster.doctor.checks.common import UP, per_node
-from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
+from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
 from mpicluster.layout import Layout
 from mpicluster.mpi_settings import mpi_environment
@@ -23,7 +23,81 @@ TITLE = "Non-interactive environment (PATH, LD_LIBRARY_PATH, /etc/environment)"
 def check(g: Gathered) -> CheckReport:
     # the MPI settings `up` writes into the block (besides PATH and LD_LIBRARY_PATH)
     expected = mpi_environment(g.inventory.network)
-    return per_node(g, NAME, TITLE, lambda node, facts: judge(g.layout, expected, node, facts))
+    # MPI settings logins get from elsewhere, node by node: one node's differ = a fault
+    extra: dict[str, dict[str, str]] = {}
+    for node in g.probed:
+        mca = ((g.facts(node) or {}).get("access") or {}).get("mca_env") or {}
+        for name, value in mca.items():
+            if name not in expected:
+                extra.setdefault(name, {})[node] = value
+    report = per_node(g, NAME, TITLE, lambda node, facts: judge(g.layout, expected, node, facts))
+    for name, values in sorted(extra.items()):
+        report.results.extend(_foreign(g, name, values))
+    _drop_passes_of_failed(report)
+    return report
+
+
+#: Startup files a non-interactive `ssh node command` reads after /etc/environment
+#: (bash through sshd: ~/.bashrc and Debian's /etc/bash.bashrc; zsh: zshenv).
+AFTER_PAM = ("/.bashrc", "/etc/bash.bashrc", "/.zshenv", "/etc/zsh/zshenv", "/.ssh/environment")
+
+
+def setter(facts: dict, name: str, keeping: bool = True) -> str | None:
+    """The startup line ("file:line: text") that sets `name` for non-interactive logins
+    after /etc/environment; with keeping=False, only one that drops the value before it."""
+    lines = ((facts.get("access") or {}).get("setters") or {}).get(name) or []
+    for line in lines:
+        path = line.split(":", 1)[0]
+        if not path.endswith(AFTER_PAM):
+            continue
+        if not keeping and (f"${name}" in line or f"${{{name}}}" in line):
+            continue
+        return line
+    return None
+
+
+def _where(line: str) -> tuple[str, str]:
+    place, _, text = line.partition(": ")
+    return place, text
+
+
+def _foreign(g: Gathered, name: str, values: dict[str, str]) -> list[Result]:
+    """An MPI setting logins get on some nodes, not from mpicluster's block."""
+    results = []
+    probed = g.probed
+    same = len(values) == len(probed) and len(set(values.values())) == 1
+    for node, value in values.items():
+        line = setter(g.facts(node) or {}, name)
+        source = (
+            f"set at {_where(line)[0]} (`{_where(line)[1]}`)" if line else "not set by mpicluster"
+        )
+        if same:
+            results.append(
+                warned(
+                    node,
+                    f"logins get {name}={value} on every node, {source}",
+                    "every MPI job obeys it: keep it only if it is meant (it is not "
+                    "mpicluster's; the inventory's network section sets the interface)",
+                )
+            )
+            continue
+        others = sorted(n for n in probed if n != node and values.get(n) != value)
+        results.append(
+            failed(
+                node,
+                f"logins on {node} get {name}={value}, {source}; "
+                f"{', '.join(others)} {'do' if len(others) > 1 else 'does'} not",
+                (f"remove it from {_where(line)[0]} on {node}" if line else f"unset it on {node}")
+                + ": Open MPI reads it from the environment of every daemon and rank, and "
+                "nodes that disagree on MPI settings fail or hang together",
+            )
+        )
+    return results
+
+
+def _drop_passes_of_failed(report: CheckReport) -> None:
+    bad = {r.node for r in report.results if r.status != Status.PASS}
+    report.results = [r for r in report.results if r.status != Status.PASS or r.node not in bad]
 
 
 def parse_block(text: str | None) -> tuple[str, dict[str, str], list[str]]:
@@ -51,7 +125,20 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
         )
 
     missing, missing_libs = lay.missing_dirs(env.get("PATH"), env.get("LD_LIBRARY_PATH"))
-    if missing:
+    override = setter(facts, "PATH", keeping=False)
+    if missing and override:
+        place, text = _where(override)
+        results.append(
+            failed(
+                node,
+                f"PATH of a non-interactive login is {env.get('PATH')!r}: lacks "
+                f"{', '.join(missing)}; {place} sets it (`{text}`) after {layout.ENVIRONMENT_FILE}",
+                f"{place} on {node} replaces PATH for ssh logins, which read it after "
+                f"{layout.ENVIRONMENT_FILE}: keep the PATH it is given (`PATH=...:$PATH`) or "
+                "move the line below the file's interactive-only guard",
+            )
+        )
+    elif missing:
         block_path = block.get("PATH")
         cause = (
             f"the block's PATH line is {block_path!r}"
@@ -89,6 +176,17 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
                     f"{where}: {name} is {block.get(name)!r}, the inventory's network says "
                     f"{value!r}",
                     f"{UP}: MPI would pick interfaces on its own (a classic hang)",
+                )
+            )
+        elif state == "ok" and env.get(name) != value and setter(facts, name):
+            place, text = _where(setter(facts, name) or "")
+            results.append(
+                failed(
+                    node,
+                    f"{name} is {value!r} in {where}, but logins get {env.get(name)!r}: "
+                    f"{place} sets it (`{text}`)",
+                    f"remove the line at {place} on {node}: it overrides {name} for every "
+                    "ssh login after /etc/environment, so MPI uses another interface there",
                 )
             )
         elif state == "ok" and env.get(name) != value:

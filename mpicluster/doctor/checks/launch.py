@@ -42,6 +42,15 @@ class Related:
                 continue
             self.results[name] = [r for r in run(g).results if r.status != Status.PASS]
 
+    def between_others(self, head: str) -> list[tuple[str, Result]]:
+        """Findings about a pair of nodes neither of which is `head`."""
+        return [
+            (name, result)
+            for name, results in self.results.items()
+            for result in results
+            if result.peer and head not in (result.node, result.peer)
+        ]
+
     def about(self, node: str, head: str | None = None) -> list[tuple[str, Result]]:
         """Findings about `node`, and about the pair head -> node."""
         found = []
@@ -111,6 +120,23 @@ def _across(proof: LaunchProof, whole: Launch, related: Related) -> list[Result]
                 result.fix,
             )
         ]
+    suspects = sorted({n for p in bad for n in p.hosts if related.about(n)})
+    if bad and len(suspects) == 1:
+        # every pair failed, from both heads (timing on a loaded machine can fail the
+        # healthy ones too), and only one node of them shows a cause: that node
+        node = suspects[0]
+        launch = next((p for p in proof.pairs if node in p.hosts and not p.ok), bad[0])
+        result = explain(launch, node, related)
+        return [
+            Result(
+                Status.FAIL,
+                node,
+                f"every pair launch failed, from {head} and from "
+                f"{second[0].head if second else 'no other node'}; of their nodes only "
+                f"{node} shows a cause: {result.evidence}",
+                result.fix,
+            )
+        ]
     if bad:
         result = explain(bad[0], bad[0].hosts[1], related, head=head)
         return [
@@ -123,6 +149,19 @@ def _across(proof: LaunchProof, whole: Launch, related: Related) -> list[Result]
             )
         ]
     result = explain(whole, head, related)
+    apart = related.between_others(head)
+    if apart:
+        name, seen = apart[0]
+        return [
+            failed(
+                seen.node,
+                f"every pair from {head} worked, all {len(whole.hosts)} nodes together did "
+                f"not: {result.evidence}; the {name} check saw: {seen.evidence} (a pair the "
+                f"launches from {head} do not exercise)",
+                seen.fix or "",
+                peer=seen.peer,
+            )
+        ]
     return [
         failed(
             None,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from mpicluster import ssh_failures
 from mpicluster.doctor import pairs as pair_plan
+from mpicluster.doctor import refusals
 from mpicluster.doctor.checks.common import UP, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
+from mpicluster.names import is_ip
 
 NAME = "mesh"
 TITLE = "Node-to-node ssh (BatchMode, strict host keys, fresh connections)"
@@ -24,11 +26,12 @@ def check(g: Gathered) -> CheckReport:
     for source, target in rest:
         item = g.ssh_pairs[(source, target)]
         cause = ssh_failures.classify(item["stderr"], item["rc"])
+        seen, fix = _explained(g, cause, source, target, "in", item=item)
         report.results.append(
             failed(
                 source,
-                f"ssh {source} -> {target}: {_why(cause, target)} ({_evidence(item)})",
-                _fix(g, cause, source, target, "in"),
+                f"ssh {source} -> {target}: {_why(cause, target)} ({_evidence(item)}){seen}",
+                fix,
                 peer=target,
             )
         )
@@ -101,14 +104,85 @@ def _blame(g: Gathered, node: str, direction: str, tried, failures) -> Result:
         what = f"ssh into {node} ({len(into)} tried) and out of it ({len(out)} tried) fails"
     side = "in" if chosen is into else "out"
     source, target = chosen[0]
-    return failed(
-        node,
-        f"{what}: {_why(cause, target, source if side == 'out' else None)} ({_evidence(sample)})",
-        _fix(g, cause, source, target, side, both=direction == "both"),
-    )
+    seen, fix = _explained(g, cause, source, target, side, both=direction == "both", item=sample)
+    why = _why(cause, target, source if side == "out" else None)
+    return failed(node, f"{what}: {why} ({_evidence(sample)}){seen}", fix)
 
 
-def _fix(g: Gathered, cause: str, source: str, target: str, side: str, both=False) -> str:
+def _explained(
+    g: Gathered, cause: str, source: str, target: str, side: str, both=False, item=None
+) -> tuple[str, str]:
+    """("; what was seen on the nodes" or "", the fix)."""
+    seen = _seen_cause(g, cause, source, target, item or {})
+    if seen is not None:
+        return f"; {seen[0]}", seen[1]
+    return "", _usual_fix(g, cause, source, target, side, both)
+
+
+def _seen_cause(
+    g: Gathered, cause: str, source: str, target: str, item: dict
+) -> refusals.Finding | None:
+    """The cause of a failed login as read on its two ends, when one was seen."""
+    src_facts = g.facts(source) or {}
+    dst_facts = g.facts(target) or {}
+    address = _address(g, source)
+    user = g.sessions[target].ssh.user
+    if cause == "key_mode":
+        return refusals.key_mode(src_facts, source)
+    if cause == "nologin":
+        return (
+            f"{target}'s login shell for {user} is nologin",
+            f"`chsh -s /bin/bash {user}` on {target}: MPI's daemons start through it",
+        )
+    has_block = ((src_facts.get("ssh") or {}).get("config_block")) is True
+    if has_block and cause in ("denied", "refused", "resolve", "timeout", "unreachable", "other"):
+        client = refusals.client_config(item, src_facts, source, target, _expected(g, target))
+        if client is not None:
+            return client
+    if cause == "host_key_unknown":
+        return refusals.known_hosts_lacks(src_facts, source, target, _aliases(g, target))
+    if cause == "host_key_changed":
+        offered = ssh_failures.offered_fingerprint(item.get("stderr", ""))
+        # the control machine verified the target's identity and the target's own key
+        # files hold the key it offered: the source's copy is the stale one
+        own = (dst_facts.get("access") or {}).get("host_keys") or []
+        verified = g.sessions[target].connected
+        return refusals.stale_host_key(offered, own if verified else [], source, target)
+    if cause == "denied" and dst_facts and address:
+        return (
+            refusals.from_list_refuses(dst_facts, target, g.inventory.cluster, source, address)
+            or refusals.sshd_refuses(dst_facts, target, user, source, address)
+            or refusals.strict_modes(dst_facts, target)
+        )
+    refused_too = "authentication failed" in (g.sessions[target].error or "")
+    if cause == "denied" and not dst_facts and refused_too:
+        return (
+            f"{target} refuses the control machine's key too",
+            f"{target}'s sshd refuses the cluster key and the control machine's key "
+            "alike: it ignores the user's ~/.ssh/authorized_keys as a whole (StrictModes: "
+            "~, ~/.ssh or authorized_keys writable by group or others; AllowUsers; a "
+            "locked account), see the ssh check's finding for how to tell which",
+        )
+    return None
+
+
+def _address(g: Gathered, name: str) -> str | None:
+    node = next(n for n in g.inventory.nodes if n.name == name)
+    return node.address if node.address and is_ip(node.address) else g.mpi_address(name)
+
+
+def _aliases(g: Gathered, name: str) -> list[str]:
+    address = _address(g, name)
+    return [address] if address else []
+
+
+def _expected(g: Gathered, target: str) -> dict[str, str]:
+    ssh = g.sessions[target].ssh
+    address = _address(g, target)
+    return {"user": ssh.user, "port": str(ssh.port), **({"hostname": address} if address else {})}
+
+
+def _usual_fix(g: Gathered, cause: str, source: str, target: str, side: str, both=False) -> str:
     cluster = g.inventory.cluster
     src = (g.facts(source) or {}).get("ssh") or {}
     dst = (g.facts(target) or {}).get("ssh") or {}
@@ -122,6 +196,14 @@ def _fix(g: Gathered, cause: str, source: str, target: str, side: str, both=Fals
         return f"{source} has no cluster key ~/.ssh/mpicluster_{cluster}: {UP}"
     if src and not src.get("config_block"):
         return f"{source}'s ~/.ssh/config has no `mpicluster {cluster}` block: {UP}"
+    own_keys = ((g.facts(target) or {}).get("access") or {}).get("host_keys")
+    if cause == "host_key_changed" and own_keys and g.sessions[target].connected:
+        return (
+            f"the key offered at {target}'s address to {source} is none of {target}'s own "
+            f"host keys (read on {target}): {source} reaches another machine there (an "
+            f"address conflict, or a name entry on {source} pointing elsewhere: see the names "
+            f"check), or something in between; `ip neigh` on {source} shows which MAC answers"
+        )
     if cause in ("host_key_changed", "host_key_unknown"):
         if src and not src.get("known_hosts_block"):
             return f"{source}'s /etc/ssh/ssh_known_hosts has no mpicluster block: {UP}"
@@ -138,13 +220,16 @@ def _fix(g: Gathered, cause: str, source: str, target: str, side: str, both=Fals
             )
         if dst:
             return (
-                f"{target} holds the cluster key but refuses {source}: check the from= list "
-                f"of its ` mpicluster:{cluster}` line, sshd's AllowUsers and the modes of "
-                f"~/.ssh on {target}; {UP} rewrites the key line"
+                f"{target} holds the cluster key and doctor saw none of the reasons it can "
+                f"read for refusing {source} (the key line's from= list, sshd's AllowUsers, "
+                f"DenyUsers and groups, the modes StrictModes judges): sshd's log on {target} "
+                "(journalctl -u ssh, /var/log/auth.log) says why"
             )
         return (
-            f"{target}'s ~/.ssh/authorized_keys must hold the cluster key (the line ending "
-            f"` mpicluster:{cluster}`): {UP}"
+            f"doctor could not read {target} (see the ssh check), so two causes fit: its "
+            f"~/.ssh/authorized_keys lacks the cluster key's line (` mpicluster:{cluster}`; "
+            f"{UP} restores it), or its sshd ignores the file (StrictModes, AllowUsers); "
+            f"sshd's log on {target} (journalctl -u ssh, /var/log/auth.log) tells which"
         )
     if cause == "resolve":
         return f"{source} cannot resolve {target}: {UP} (writes /etc/hosts entries) or fix DNS"
@@ -154,12 +239,30 @@ def _fix(g: Gathered, cause: str, source: str, target: str, side: str, both=Fals
             f"and that {target}'s sshd answers"
         )
     if cause == "refused":
-        return f"start sshd on {target}"
-    if cause == "closed":
         return (
-            f"{target}'s sshd dropped the connection: raise MaxStartups in its sshd_config, "
-            "or check its sshd logs"
+            f"nothing accepts {source}'s connections on {target}'s port 22: sshd is not "
+            f"running there, or a firewall rejects the port; `ss -ltn` on {target} shows "
+            "whether sshd listens"
         )
+    if cause == "closed":
+        return _closed(g, source, target)
     if cause == "command":
         return f"check {target}'s login shell for the MPI user (it must run `true`)"
     return f"run `ssh -v {target} true` on {source} to see why"
+
+
+def _closed(g: Gathered, source: str, target: str) -> str:
+    """sshd dropped the connection before the login, on the second try too."""
+    settings = refusals.sshd_settings_of(g.facts(target) or {})
+    startups = settings.get("maxstartups", [])
+    limit = (
+        f"MaxStartups {startups[0][0]} ({startups[0][1]})"
+        if startups
+        else "MaxStartups at its default 10:30:100"
+    )
+    return (
+        f"{target}'s sshd dropped {source}'s connection before the login, twice: two causes "
+        f"fit, {limit} dropping a burst of connections (mpirun's launch opens one per "
+        f"node), or a rule of /etc/hosts.deny or a firewall limit on new connections; sshd's "
+        f"log on {target} says `drop connection` for the first"
+    )

@@ -53,11 +53,15 @@ def judge(expected: dict[str, list[str] | None], node: str, facts: dict) -> list
         answer = resolved.get(name) or {"error": "not looked up"}
         own = name == node
         if "error" in answer:
+            skipped = _files_skipped(facts, name)
             results.append(
                 failed(
                     node,
-                    f"cannot resolve {name}: {answer['error']}",
-                    f"{UP} (it adds the cluster's names to {hosts}) or fix DNS",
+                    f"cannot resolve {name}: {answer['error']}"
+                    + (f"; {skipped[0]}" if skipped else ""),
+                    skipped[1]
+                    if skipped
+                    else f"{UP} (it adds the cluster's names to {hosts}) or fix DNS",
                     peer=None if own else name,
                 )
             )
@@ -76,23 +80,35 @@ def judge(expected: dict[str, list[str] | None], node: str, facts: dict) -> list
                 )
             )
         elif wanted is not None and first not in wanted:
+            line = _shadowing_line(facts, name, wanted)
             results.append(
                 failed(
                     node,
                     f"{name} resolves to {', '.join(addresses) or 'nothing'} on {node}; "
-                    f"the inventory says {', '.join(wanted)}",
-                    f"fix {name}'s entry in {hosts} or DNS ({UP} writes the cluster's "
+                    f"the inventory says {', '.join(wanted)}"
+                    + (f"; /etc/hosts:{line[0]} is `{line[1]}`" if line else ""),
+                    f"remove `{line[1]}` (/etc/hosts:{line[0]} on {node}): the resolver takes "
+                    f"the first line naming {name}, and this one comes before mpicluster's"
+                    if line
+                    else f"fix {name}'s entry in {hosts} or DNS ({UP} writes the cluster's "
                     "names at the top of /etc/hosts)",
                     peer=None if own else name,
                 )
             )
         elif wanted is not None and len(addresses) > 1 and set(addresses) - set(wanted):
+            stale = _stale_lines(facts, name, wanted)
             results.append(
                 warned(
                     node,
                     f"{name} resolves to {', '.join(addresses)} on {node}: the first is right, "
-                    "tools that take another will not reach it",
-                    f"remove the extra entries for {name} from {hosts} or DNS",
+                    "tools that take another will not reach it"
+                    + "".join(f"; /etc/hosts:{n} is `{text}`" for n, text in stale),
+                    "remove "
+                    + ", ".join(f"`{text}` (/etc/hosts:{n})" for n, text in stale)
+                    + f" on {node}: getaddrinfo sorts it after the right address here, but "
+                    "gethostbyname and tools that read the first line take it"
+                    if stale
+                    else f"remove the extra entries for {name} from {hosts} or DNS",
                     peer=None if own else name,
                 )
             )
@@ -120,3 +136,35 @@ def judge(expected: dict[str, list[str] | None], node: str, facts: dict) -> list
             )
         )
     return results
+
+
+def _resolver(facts: dict) -> dict:
+    return (facts.get("access") or {}).get("resolver") or {}
+
+
+def _shadowing_line(facts: dict, name: str, wanted: list[str]) -> tuple[int, str] | None:
+    """The first /etc/hosts line naming `name` with an address the inventory does not
+    give, when it is the first line naming it (the one the resolver takes)."""
+    lines = _resolver(facts).get("hosts_lines", {}).get(name) or []
+    if lines and lines[0][1].split()[0] not in wanted:
+        return lines[0][0], lines[0][1]
+    return None
+
+
+def _stale_lines(facts: dict, name: str, wanted: list[str]) -> list[tuple[int, str]]:
+    """/etc/hosts lines naming `name` with an address the inventory does not give."""
+    lines = _resolver(facts).get("hosts_lines", {}).get(name) or []
+    return [(n, text) for n, text in lines if text.split()[0] not in wanted]
+
+
+def _files_skipped(facts: dict, name: str) -> tuple[str, str] | None:
+    """/etc/hosts holds `name`, but nsswitch.conf's hosts line never reads it."""
+    resolver = _resolver(facts)
+    line = resolver.get("nsswitch_hosts")
+    if not line or "files" in line.split() or not resolver.get("hosts_lines", {}).get(name):
+        return None
+    return (
+        f"/etc/hosts has {name}, but /etc/nsswitch.conf says `{line}`",
+        f"/etc/nsswitch.conf's hosts line (`{line}`) does not read /etc/hosts, where "
+        f"mpicluster up wrote the cluster's names: put `files` first (`hosts: files dns`)",
+    )

@@ -17,7 +17,7 @@ import ipaddress
 
 from mpicluster import neighbour
 from mpicluster.doctor import pairs as pair_plan
-from mpicluster.doctor.checks.common import UP, per_node, plural
+from mpicluster.doctor.checks.common import UP, majority, per_node, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
 
@@ -112,7 +112,34 @@ def _blame(g: Gathered, node: str, direction: str, tried, failures) -> Result:
 
 
 def check_interfaces(g: Gathered) -> CheckReport:
-    return per_node(g, INTERFACES, INTERFACES_TITLE, lambda node, facts: judge(g, node, facts))
+    report = per_node(g, INTERFACES, INTERFACES_TITLE, lambda node, facts: judge(g, node, facts))
+    mtus = {n: m for n in g.probed if (m := _mtu(g, n)) is not None}
+    best, odd = majority({n: m[1] for n, m in mtus.items()})
+    for node in odd:
+        name, mtu = mtus[node]
+        others = sorted({m[1] for n, m in mtus.items() if n != node})
+        report.results = [r for r in report.results if r.node != node or r.status != "pass"]
+        report.results.append(
+            warned(
+                node,
+                f"{node}'s cluster interface {name} has MTU {mtu}; the other nodes' have "
+                f"{', '.join(str(m) for m in others)}",
+                f"set the same MTU on every node's cluster interface (`ip link set {name} mtu "
+                f"{best}` on {node}, and its network config) and on the switch: frames larger "
+                "than the smallest MTU on the path are dropped, which TCP's handshake hides "
+                "and RDMA, UCX and UDP traffic does not",
+            )
+        )
+    return report
+
+
+def _mtu(g: Gathered, node: str) -> tuple[str, int] | None:
+    """(interface, MTU) of the interface holding the node's MPI address."""
+    address = g.mpi_address(node)
+    for name, info in ((g.facts(node) or {}).get("interfaces") or {}).items():
+        if any(a.split("/")[0] == address for a in info.get("addresses", [])) and info.get("mtu"):
+            return name, info["mtu"]
+    return None
 
 
 def judge(g: Gathered, node: str, facts: dict) -> list[Result]:

@@ -1,0 +1,293 @@
+"""What decides, on a node, whether a login or a launch works: read, never changed.
+
+A helper of doctor's probe (stdlib only, any Python 3.6+). Each function reads what a
+cause would leave behind, so that doctor names the cause it saw on the node, not the
+usual suspect:
+- login(): the modes and owners sshd's StrictModes judges, and the sshd settings that
+  refuse keys or users (with the file and line that set them);
+- known_host_names(): which hosts the managed known_hosts block has keys for;
+- setters(): the startup files that set a variable for non-interactive logins;
+- resolver(): /etc/nsswitch.conf's hosts line and the /etc/hosts lines naming a host;
+- mca_files(): Open MPI's parameter files and what they set.
+"""
+
+import glob
+import os
+import re
+
+from nodeinfo import read_text
+
+#: sshd keywords that can refuse a key login, and those whose values accumulate.
+SSHD_KEYWORDS = (
+    "strictmodes",
+    "pubkeyauthentication",
+    "authorizedkeysfile",
+    "allowusers",
+    "denyusers",
+    "allowgroups",
+    "denygroups",
+    "maxstartups",
+)
+SSHD_LISTS = ("allowusers", "denyusers", "allowgroups", "denygroups")
+SSHD_CONFIG = "/etc/ssh/sshd_config"
+#: Files a non-interactive ssh login's shell or PAM reads (bash: ~/.bashrc via sshd).
+STARTUP_FILES = (
+    "/etc/environment",
+    "~/.pam_environment",
+    "~/.ssh/environment",
+    "/etc/bash.bashrc",
+    "~/.bashrc",
+    "/etc/profile",
+    "/etc/profile.d/*.sh",
+    "~/.profile",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.zshenv",
+    "/etc/zsh/zshenv",
+)
+MCA_PREFIXES = ("OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_")
+
+
+def stat_of(path):
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return {"path": path, "error": exc.strerror or str(exc)}
+    return {
+        "path": path,
+        "mode": "%04o" % (info.st_mode & 0o7777),
+        "uid": info.st_uid,
+        "owner": owner_name(info.st_uid),
+    }
+
+
+def owner_name(uid):
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def groups():
+    try:
+        import grp
+
+        return sorted(set(grp.getgrgid(g).gr_name for g in os.getgroups()))
+    except (ImportError, KeyError, OSError):
+        return []
+
+
+def sshd_settings():
+    """{keyword: [(value, "file:line"), ...]} from sshd_config and its Includes, up to
+    the first Match block (what applies to every login); "match": whether one exists."""
+    found = {}
+    state = {"match": False, "unreadable": []}
+
+    def read(path, depth):
+        text = read_text(path)
+        if text is None:
+            state["unreadable"].append(path)
+            return
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.replace("=", " ", 1).split(None, 1)
+            keyword = parts[0].lower()
+            value = parts[1].strip() if len(parts) > 1 else ""
+            if keyword == "match":
+                state["match"] = True
+                return
+            if keyword == "include" and depth < 4:
+                for pattern in value.split():
+                    if not pattern.startswith("/"):
+                        pattern = "/etc/ssh/" + pattern
+                    for included in sorted(glob.glob(pattern)):
+                        read(included, depth + 1)
+                        if state["match"]:
+                            return
+                continue
+            if keyword in SSHD_KEYWORDS:
+                where = "%s:%d" % (path, number)
+                entries = found.setdefault(keyword, [])
+                if keyword in SSHD_LISTS or not entries:  # first value wins, lists add up
+                    entries.append([value, where])
+
+    read(SSHD_CONFIG, 0)
+    return {"settings": found, "match": state["match"], "unreadable": state["unreadable"]}
+
+
+def login(cluster):
+    """What sshd on this node judges before it accepts the cluster key for this user."""
+    home = os.path.expanduser("~")
+    ssh_dir = home + "/.ssh"
+    return {
+        "user": owner_name(os.getuid()),
+        "uid": os.getuid(),
+        "groups": groups(),
+        "paths": [stat_of(home), stat_of(ssh_dir), stat_of(ssh_dir + "/authorized_keys")],
+        "key": stat_of(ssh_dir + "/mpicluster_" + cluster),
+        "sshd": sshd_settings(),
+    }
+
+
+def known_host_names(cluster, path="/etc/ssh/ssh_known_hosts"):
+    """The host names and addresses the managed block of `path` has keys for."""
+    text = read_text(path) or ""
+    begin = "# BEGIN mpicluster " + cluster + " host keys"
+    inside = False
+    names = []
+    for line in text.splitlines():
+        if line.startswith(begin):
+            inside = True
+            continue
+        if inside and line.startswith("# END mpicluster"):
+            break
+        if inside and line.strip() and not line.startswith("#"):
+            for name in line.split()[0].split(","):
+                name = re.sub(r"^\[([^]]+)\]:\d+$", r"\1", name)
+                if name not in names:
+                    names.append(name)
+    return names
+
+
+def startup_paths():
+    home = os.path.expanduser("~")
+    paths = []
+    for pattern in STARTUP_FILES:
+        pattern = pattern.replace("~", home, 1)
+        matches = sorted(glob.glob(pattern)) if "*" in pattern else [pattern]
+        paths.extend(matches)
+    return paths
+
+
+def setters(variables):
+    """{variable: ["file:line: text", ...]}: startup lines that assign it."""
+    found = {}
+    if not variables:
+        return found
+    patterns = dict(
+        (name, re.compile(r"(^|[\s;])(export\s+)?" + re.escape(name) + r"\s*="))
+        for name in variables
+    )
+    for path in startup_paths():
+        text = read_text(path)
+        if text is None:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                continue
+            for name, pattern in patterns.items():
+                if pattern.search(stripped):
+                    found.setdefault(name, []).append("%s:%d: %s" % (path, number, stripped[:160]))
+    return found
+
+
+def mca_variables(environ):
+    return sorted(k for k in environ if k.startswith(MCA_PREFIXES))
+
+
+def resolver(names):
+    """nsswitch's hosts line, and for each name the /etc/hosts lines that name it."""
+    hosts_line = None
+    for line in (read_text("/etc/nsswitch.conf") or "").splitlines():
+        stripped = line.split("#", 1)[0].strip()
+        if stripped.startswith("hosts:"):
+            hosts_line = stripped
+    lines = {}
+    for number, line in enumerate((read_text("/etc/hosts") or "").splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        for name in names:
+            if name in fields[1:]:
+                lines.setdefault(name, []).append([number, " ".join(fields)])
+    return {"nsswitch_hosts": hosts_line, "hosts_lines": lines}
+
+
+def mca_files(mpi_prefix):
+    """{path: [[key, value, line], ...]} of Open MPI's (and PRRTE's) parameter files."""
+    home = os.path.expanduser("~")
+    candidates = [
+        mpi_prefix + "/etc/openmpi-mca-params.conf",
+        mpi_prefix + "/etc/prte-mca-params.conf",
+        mpi_prefix + "/etc/pmix-mca-params.conf",
+        "/etc/openmpi/openmpi-mca-params.conf",
+        home + "/.openmpi/mca-params.conf",
+        home + "/.prte/mca-params.conf",
+    ]
+    found = {}
+    for path in candidates:
+        if path in found:
+            continue
+        text = read_text(path)
+        if text is None:
+            continue
+        settings = []
+        for number, line in enumerate(text.splitlines(), 1):
+            stripped = line.split("#", 1)[0].strip()
+            key, sep, value = stripped.partition("=")
+            if sep and key.strip():
+                settings.append([key.strip(), value.strip(), number])
+        found[path] = settings
+    return found
+
+
+#: Commands that write to a login's output when a startup file runs them.
+PRINTERS = re.compile(r"(^|[\s;&|(])(echo|printf|cat|figlet|fortune|neofetch)(\s|$)")
+
+
+def printing_lines():
+    """Startup-file lines that print: a login that prints before its command breaks
+    rsync, scp/sftp and doctor's own probe. ["file:line: text", ...]"""
+    home = os.path.expanduser("~")
+    found = []
+    for path in [*startup_paths(), home + "/.ssh/rc", "/etc/ssh/sshrc"]:
+        text = read_text(path)
+        if text is None:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            stripped = line.strip()
+            if stripped.startswith("#") or not PRINTERS.search(stripped):
+                continue
+            found.append("%s:%d: %s" % (path, number, stripped[:160]))
+    return found[:40]
+
+
+CLIENT_KEYWORDS = ("host", "match", "user", "port", "hostname", "identityfile", "proxyjump")
+
+
+def ssh_client_lines():
+    """The ssh client settings the MPI user's logins to peers depend on, where they are
+    set: ["file:line: text", ...] of ~/.ssh/config and the system's ssh_config."""
+    home = os.path.expanduser("~")
+    paths = [home + "/.ssh/config", "/etc/ssh/ssh_config"]
+    paths += sorted(glob.glob("/etc/ssh/ssh_config.d/*.conf"))
+    found = []
+    for path in paths:
+        for number, line in enumerate((read_text(path) or "").splitlines(), 1):
+            stripped = line.split("#", 1)[0].strip()
+            keyword = stripped.replace("=", " ", 1).split(None, 1)[0].lower() if stripped else ""
+            if keyword in CLIENT_KEYWORDS or keyword == "proxycommand":
+                found.append("%s:%d: %s" % (path, number, stripped[:160]))
+    return found[:200]
+
+
+def host_key_fingerprints():
+    """SHA256 fingerprints of this node's own host keys (the .pub files are public)."""
+    import base64
+    import hashlib
+
+    found = []
+    for path in sorted(glob.glob("/etc/ssh/ssh_host_*_key.pub")):
+        fields = (read_text(path) or "").split()
+        if len(fields) < 2:
+            continue
+        try:
+            blob = base64.b64decode(fields[1])
+        except ValueError:
+            continue
+        digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+        found.append("SHA256:" + digest)
+    return found
