@@ -493,7 +493,11 @@ def _mpirun_cause(output: str, kind: str = "mpi4py") -> str:
             "host key verification failed",
             "the head's ssh does not trust a node's host key (known_hosts)",
         ),
-        ("permission denied", "a node does not accept the cluster key (authorized_keys)"),
+        (
+            "permission denied",
+            "a node refused the cluster key's login (Permission denied): `mpicluster doctor` "
+            "names the node and reads why there (the key's line, from=, AllowUsers, modes)",
+        ),
         ("orted: command not found", "Open MPI's orted is not on a node's non-interactive PATH"),
         ("prted: command not found", "Open MPI's prted is not on a node's non-interactive PATH"),
         (
@@ -503,8 +507,16 @@ def _mpirun_cause(output: str, kind: str = "mpi4py") -> str:
         ("not enough slots", "the hostfile has fewer slots than ranks"),
         ("no module named 'mpi4py'", "mpi4py is missing from the Python on some node"),
         ("no module named 'horovod'", "Horovod is missing from the Python on some node"),
-        ("no route to host", "a firewall or routing problem between nodes"),
-        ("connection refused", "a firewall rejecting MPI's TCP ports between nodes"),
+        (
+            "no route to host",
+            "no route between two nodes (routing, an interface down, or a firewall): "
+            "`mpicluster doctor` finds the pair",
+        ),
+        (
+            "connection refused",
+            "a connection between nodes was refused (a firewall rejecting MPI's ports, or "
+            "nothing listening): `mpicluster doctor` finds the pair",
+        ),
         (
             "could not access or execute an executable",
             "a program is missing on some node: the stack's all_reduce_perf and "
