@@ -130,8 +130,11 @@ def fix_for(session: NodeSession) -> str:
         )
     if "authentication failed" in error:
         return (
-            f"check ssh.user / ssh.identity in the inventory: {ssh.user}'s "
-            f"~/.ssh/authorized_keys on {session.name} must hold that key's public half"
+            f"{session.name} refused {ssh.user} with {ssh.identity or 'the default keys'} and "
+            "no peer's login tells more: either ssh.user / ssh.identity in the inventory is "
+            f"not the pair {session.name} knows ({ssh.user}'s ~/.ssh/authorized_keys there "
+            "must hold that key's public half), or sshd there ignores the file (StrictModes, "
+            f"AllowUsers); sshd's log on {session.name} tells which"
         )
     if "cannot resolve" in error:
         return f"fix {session.name}'s address in the inventory (or DNS)"
