@@ -32,7 +32,9 @@ def doctor(
     all_pairs: Annotated[
         bool,
         typer.Option(
-            "--all-pairs", help="Try every node pair even above 64 nodes (default: a sample)."
+            "--all-pairs",
+            help="Log in over every node pair above 8 nodes too (default: a ring, a sample "
+            "and every other pair judged from the nodes' facts).",
         ),
     ] = False,
     timeout: Annotated[
@@ -45,7 +47,7 @@ def doctor(
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(help="Seed of the pair sample above 64 nodes [default: from the name]."),
+        typer.Option(help="Seed of the pair sample above 8 nodes [default: from the name]."),
     ] = None,
     launch: Annotated[
         bool,

@@ -38,21 +38,25 @@ def _user_matches(pattern: str, user: str, address: str) -> bool:
     return fnmatchcase(user, name) and (not host or _host_matches(host, address))
 
 
-def sshd_refuses(facts: dict, node: str, user: str, source: str, address: str) -> Finding | None:
-    """sshd_config on `node` (facts) refusing `user` logging in from `address`."""
+def sshd_refuses(
+    facts: dict, node: str, user: str, source: str, addresses: list[str]
+) -> Finding | None:
+    """sshd_config on `node` (facts) refusing `user` logging in from `source`, whose
+    connection comes from one of `addresses` (its cluster address first)."""
+    address = addresses[0]
     settings = _settings(facts)
     login = (facts.get("access") or {}).get("login") or {}
     groups = login.get("groups") or []
     how = f"{source} logs in as {user} from {address}"
     for value, where in settings.get("denyusers", []):
-        hit = next((p for p in value.split() if _user_matches(p, user, address)), None)
+        hit = next((p for p in value.split() for a in addresses if _user_matches(p, user, a)), None)
         if hit:
             return (
                 f"sshd on {node} denies `{hit}` (DenyUsers, {where}); {how}",
                 f"remove {user} from DenyUsers at {where} on {node}, then reload sshd",
             )
     allowed = [(p, where) for value, where in settings.get("allowusers", []) for p in value.split()]
-    if allowed and not any(_user_matches(p, user, address) for p, _ in allowed):
+    if allowed and not any(_user_matches(p, user, a) for p, _ in allowed for a in addresses):
         patterns = " ".join(p for p, _ in allowed)
         where = allowed[0][1]
         return (
@@ -115,12 +119,15 @@ def strict_modes(facts: dict, node: str) -> Finding | None:
 
 
 def from_list_refuses(
-    facts: dict, node: str, cluster: str, source: str, address: str
+    facts: dict, node: str, cluster: str, source: str, addresses: list[str]
 ) -> Finding | None:
-    """The cluster key's line on `node` limits logins (from=) to addresses without `address`."""
+    """The cluster key's line on `node` limits logins (from=) to addresses none of
+    `source`'s (`addresses`, its cluster address first) is among."""
     allowed = ((facts.get("ssh") or {}).get("authorized_from")) or None
-    if allowed is None or any(_host_matches(p, address) for p in allowed if not p.startswith("!")):
+    patterns = [p for p in allowed or [] if not p.startswith("!")]
+    if allowed is None or any(_host_matches(p, a) for p in patterns for a in addresses):
         return None
+    address = addresses[0]
     return (
         f"the cluster key's line in {node}'s ~/.ssh/authorized_keys allows logins only "
         f"from={','.join(allowed)}; {source} connects from {address}",
@@ -198,4 +205,62 @@ def stale_host_key(offered: str | None, own: list[str], source: str, target: str
         f"{target} did not change: {source}'s /etc/ssh/ssh_known_hosts holds a stale key for "
         f"it (a copy from before a reinstall, or written by other tooling): `mpicluster up` "
         "rewrites the block from the nodes' current keys",
+    )
+
+
+def predict(
+    src: dict,
+    dst: dict,
+    source: str,
+    target: str,
+    *,
+    cluster: str,
+    user: str,
+    source_addresses: list[str],
+    target_address: str | None,
+) -> Finding | None:
+    """Whether `source`'s login to `target` can work, judged from both nodes' facts
+    alone: what the mesh check reports for a pair it did not log in over. The same
+    causes a real login's failure is explained by, each one read on a node."""
+    trust = src.get("ssh") or {}
+    if trust.get("key") is False:
+        return (
+            f"{source} has no cluster key ~/.ssh/mpicluster_{cluster}",
+            f"run `mpicluster up`: it installs the cluster key on {source}",
+        )
+    found = key_mode(src, source)
+    if found:
+        return found
+    own = (dst.get("access") or {}).get("host_keys") or []
+    known = (src.get("access") or {}).get("known_host_keys")
+    if own and known is not None:
+        aliases = [target, *([target_address] if target_address else [])]
+        trusted = [fp for name in aliases for fp in known.get(name, [])]
+        if not trusted:
+            return known_hosts_lacks(src, source, target, aliases[1:])
+        if not set(trusted) & set(own):
+            return (
+                f"{source}'s /etc/ssh/ssh_known_hosts holds {trusted[0]} for {target}, none of "
+                f"{target}'s own host keys ({own[0]}, ...)",
+                f"{source}'s copy of {target}'s host key is stale: `mpicluster up` rewrites "
+                "the block from the nodes' current keys",
+            )
+    theirs = dst.get("ssh") or {}
+    if theirs.get("authorized") is False:
+        return (
+            f"{target}'s ~/.ssh/authorized_keys has no line ending ` mpicluster:{cluster}`",
+            f"run `mpicluster up`: it writes the cluster key's line into {target}'s "
+            "~/.ssh/authorized_keys",
+        )
+    mine, accepted = trust.get("key_fp"), theirs.get("authorized_fp")
+    if mine and accepted and mine != accepted:
+        return (
+            f"{target}'s cluster key line holds {accepted}, {source}'s cluster key is {mine}",
+            "the two nodes hold different cluster keys (one `up` of another inventory with "
+            "the same cluster name?): `mpicluster up` with this inventory rewrites both",
+        )
+    return (
+        from_list_refuses(dst, target, cluster, source, source_addresses)
+        or sshd_refuses(dst, target, user, source, source_addresses)
+        or strict_modes(dst, target)
     )

@@ -291,3 +291,41 @@ def host_key_fingerprints():
         digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
         found.append("SHA256:" + digest)
     return found
+
+
+def key_fingerprint(line):
+    """SHA256 fingerprint of the public key in an authorized_keys / known_hosts / .pub
+    line (options and names before it, a comment after it), or None."""
+    import base64
+    import hashlib
+
+    for field in (line or "").split():
+        if not field.startswith("AAAA"):
+            continue
+        try:
+            blob = base64.b64decode(field)
+        except ValueError:
+            return None
+        return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return None
+
+
+def known_host_keys(cluster, path="/etc/ssh/ssh_known_hosts"):
+    """{host name or address: [fingerprints]} of the managed block of `path`."""
+    text = read_text(path) or ""
+    begin = "# BEGIN mpicluster " + cluster + " host keys"
+    inside = False
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(begin):
+            inside = True
+            continue
+        if inside and line.startswith("# END mpicluster"):
+            break
+        if inside and line.strip() and not line.startswith("#"):
+            fingerprint = key_fingerprint(line)
+            for name in line.split()[0].split(","):
+                name = re.sub(r"^\[([^]]+)\]:\d+$", r"\1", name)
+                if fingerprint and fingerprint not in found.setdefault(name, []):
+                    found[name].append(fingerprint)
+    return found

@@ -317,6 +317,10 @@ def ssh_trust(cluster):
     source = re.match(r'from="([^"]*)"', line) if line else None
     return {
         "home": home,
+        "key_fp": accessfacts.key_fingerprint(
+            read_text(home + "/.ssh/mpicluster_" + cluster + ".pub")
+        ),
+        "authorized_fp": accessfacts.key_fingerprint(line),
         "key": os.path.exists(home + "/.ssh/mpicluster_" + cluster),
         "config_block": "# BEGIN mpicluster " + cluster + "\n"
         in (read_text(home + "/.ssh/config") or ""),
@@ -346,6 +350,7 @@ def gather(spec):
     access = {
         "login": accessfacts.login(spec["cluster"]),
         "known_hosts": accessfacts.known_host_names(spec["cluster"]),
+        "known_host_keys": accessfacts.known_host_keys(spec["cluster"]),
         "resolver": accessfacts.resolver(names),
         "mca_files": accessfacts.mca_files(os.path.dirname(layout["mpi_bin"])),
         "mca_env": dict((k, os.environ[k]) for k in mca),

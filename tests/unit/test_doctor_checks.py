@@ -631,3 +631,31 @@ def test_ssh_check_tells_a_missing_control_key_from_keys_ignored_altogether():
     assert "accepts the cluster key but not the control machine's" in missing_line.fix
     ignored = refused(gathered(), 255, "vagrant@node2: Permission denied (publickey).")
     assert "StrictModes" in ignored.fix and "alike" in ignored.fix
+
+
+def test_mesh_judges_the_pairs_it_did_not_log_in_over_from_both_nodes_facts():
+    """A sampled mesh: node1 -> node2 was not tried, and node2's key line no longer
+    lets node1's address in; node3 -> node2 was not tried either and works."""
+    keys = {n: f"SHA256:host{n}" for n in NODES}
+
+    def tweak(facts):
+        for name in NODES:
+            access(facts[name])["host_keys"] = [keys[name]]
+            access(facts[name])["known_host_keys"] = {n: [keys[n]] for n in NODES}
+        facts["node2"]["ssh"]["authorized_from"] = ["10.9.0.13"]
+
+    tried = {p: v for p, v in _pairs().items() if p not in {("node1", "node2"), ("node3", "node2")}}
+    report = mesh.check(gathered(tweak=tweak, ssh_pairs=tried))
+    assert bad(report) == {("node1", "node2", "fail")}
+    (result,) = [r for r in report.results if r.status != Status.PASS]
+    assert "judged from both nodes' facts" in result.evidence
+    assert "from=10.9.0.13" in result.evidence and "10.9.0.11" in result.fix
+
+    def stale(facts):
+        tweak(facts)
+        facts["node2"]["ssh"]["authorized_from"] = None
+        access(facts["node1"])["known_host_keys"]["node2"] = ["SHA256:old"]
+
+    report = mesh.check(gathered(tweak=stale, ssh_pairs=tried))
+    (result,) = [r for r in report.results if r.status != Status.PASS]
+    assert (result.node, result.peer) == ("node1", "node2") and "stale" in result.fix

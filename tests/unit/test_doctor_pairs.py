@@ -33,7 +33,9 @@ def test_above_the_threshold_a_seeded_balanced_sample():
     assert pairs.is_sampled(100, all_pairs=False)
     full = pairs.plan(names, all_pairs=True)
     assert sum(len(t) for t in full.values()) == 100 * 99
-    assert not pairs.is_sampled(100, all_pairs=True) and not pairs.is_sampled(64, False)
+    assert not pairs.is_sampled(100, all_pairs=True) and not pairs.is_sampled(8, False)
+    # the ring: every node logs in to its neighbour, and is logged into
+    assert all(plan[n][0] == names[(i + 1) % 100] for i, n in enumerate(names))
 
 
 def test_tiny_clusters():

@@ -29,7 +29,7 @@ def facts(settings=None, paths=None, key=None, groups=("vagrant",), authorized_f
 
 def test_allowusers_that_leaves_out_the_source_is_named_with_its_file_and_line():
     seen = facts({"allowusers": [["vagrant@192.168.66.1 admin", "/etc/ssh/x.conf:3"]]})
-    found = refusals.sshd_refuses(seen, "node2", "vagrant", "node1", "192.168.66.11")
+    found = refusals.sshd_refuses(seen, "node2", "vagrant", "node1", ["192.168.66.11"])
     assert found is not None
     assert "AllowUsers, /etc/ssh/x.conf:3" in found[0] and "192.168.66.11" in found[0]
     assert "vagrant@192.168.66.11" in found[1]
@@ -38,15 +38,15 @@ def test_allowusers_that_leaves_out_the_source_is_named_with_its_file_and_line()
 def test_allowusers_matching_by_subnet_or_wildcard_refuses_nothing():
     for pattern in ("vagrant@192.168.66.0/24", "vag*", "*@192.168.66.*"):
         seen = facts({"allowusers": [[pattern, "/etc/ssh/sshd_config:9"]]})
-        assert refusals.sshd_refuses(seen, "node2", "vagrant", "node1", "192.168.66.11") is None
+        assert refusals.sshd_refuses(seen, "node2", "vagrant", "node1", ["192.168.66.11"]) is None
 
 
 def test_denyusers_and_groups():
     seen = facts({"denyusers": [["*@192.168.66.11", "/etc/ssh/sshd_config:4"]]})
-    assert "DenyUsers" in refusals.sshd_refuses(seen, "n", "vagrant", "node1", "192.168.66.11")[0]
+    assert "DenyUsers" in refusals.sshd_refuses(seen, "n", "vagrant", "node1", ["192.168.66.11"])[0]
     seen = facts({"allowgroups": [["sshusers", "/etc/ssh/sshd_config:5"]]})
-    assert "AllowGroups" in refusals.sshd_refuses(seen, "n", "vagrant", "node1", "10.0.0.1")[0]
-    assert refusals.sshd_refuses(facts(), "n", "vagrant", "node1", "10.0.0.1") is None
+    assert "AllowGroups" in refusals.sshd_refuses(seen, "n", "vagrant", "node1", ["10.0.0.1"])[0]
+    assert refusals.sshd_refuses(facts(), "n", "vagrant", "node1", ["10.0.0.1"]) is None
 
 
 def test_strict_modes_names_the_path_its_mode_and_owner():
@@ -65,10 +65,10 @@ def test_strict_modes_names_the_path_its_mode_and_owner():
 
 def test_from_list_without_the_source_address():
     seen = facts(authorized_from=["192.168.66.12", "192.168.66.13"])
-    found = refusals.from_list_refuses(seen, "node2", "c", "node1", "192.168.66.11")
+    found = refusals.from_list_refuses(seen, "node2", "c", "node1", ["192.168.66.11"])
     assert found is not None and "192.168.66.11" in found[1] and "from=" in found[0]
-    assert refusals.from_list_refuses(seen, "node2", "c", "node3", "192.168.66.13") is None
-    assert refusals.from_list_refuses(facts(), "node2", "c", "node1", "192.168.66.11") is None
+    assert refusals.from_list_refuses(seen, "node2", "c", "node3", ["192.168.66.13"]) is None
+    assert refusals.from_list_refuses(facts(), "node2", "c", "node1", ["192.168.66.11"]) is None
 
 
 def test_client_config_names_the_line_that_sets_another_user():
@@ -95,3 +95,14 @@ def test_key_mode_known_hosts_and_stale_key():
     assert "stale" in refusals.stale_host_key(offered, known, "node1", "node2")[1]
     assert refusals.stale_host_key("SHA256:other", known, "node1", "node2") is None
     assert refusals.stale_host_key(offered, [], "node1", "node2") is None
+
+
+def test_a_source_whose_other_address_is_allowed_is_not_refused():
+    """Logins leave from the address routing to the target: the cluster network's, not
+    necessarily the inventory's."""
+    seen = facts(authorized_from=["10.1.0.11"])
+    assert (
+        refusals.from_list_refuses(seen, "node2", "c", "node1", ["192.0.2.11", "10.1.0.11"]) is None
+    )
+    seen = facts({"allowusers": [["vagrant@10.1.0.0/16", "/etc/ssh/sshd_config:2"]]})
+    assert refusals.sshd_refuses(seen, "n", "vagrant", "node1", ["192.0.2.11", "10.1.0.11"]) is None

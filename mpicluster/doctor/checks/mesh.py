@@ -35,6 +35,7 @@ def check(g: Gathered) -> CheckReport:
                 peer=target,
             )
         )
+    report.results.extend(_predicted(g, blamed))
     for source in g.probed:
         if source in g.exchange_errors:
             report.results.append(
@@ -70,8 +71,9 @@ def check(g: Gathered) -> CheckReport:
             text += f" (failures into {', '.join(others)} are reported there)"
         if g.sampled:
             text += (
-                f"; a sample of {pair_plan.PER_NODE} peers per node (seed {g.seed}, "
-                "--all-pairs for every pair)"
+                f"; logins on a ring and a sample of {pair_plan.PER_NODE} peers per node "
+                f"(seed {g.seed}, --all-pairs for every pair), every other pair judged from "
+                "both nodes' facts"
             )
         report.results.append(passed(source, text))
     silent = sorted(
@@ -81,6 +83,53 @@ def check(g: Gathered) -> CheckReport:
         if node not in report.not_checked:
             report.not_checked.append(node)
     return report
+
+
+def _predicted(g: Gathered, blamed: dict[str, str]) -> list[Result]:
+    """The pairs the mesh did not log in over (a sampled mesh), judged from both nodes'
+    facts: the key files, known_hosts against the target's own host keys, the target's
+    key line, from= list, sshd settings and StrictModes modes. Pairs sharing a cause
+    (a target's sshd, its modes) are reported once."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for source in g.probed:
+        if source in g.exchange_errors or blamed.get(source) in ("out", "both"):
+            continue
+        addresses = _addresses(g, source)
+        for target in g.probed:
+            if target == source or (source, target) in g.ssh_pairs or not addresses:
+                continue
+            if blamed.get(target) in ("in", "both"):
+                continue
+            found = refusals.predict(
+                g.facts(source) or {},
+                g.facts(target) or {},
+                source,
+                target,
+                cluster=g.inventory.cluster,
+                user=g.sessions[target].ssh.user,
+                source_addresses=addresses,
+                target_address=_address(g, target),
+            )
+            if found is not None:
+                groups.setdefault((target, *found), []).append(source)
+    results = []
+    for (target, evidence, fix), sources in sorted(groups.items()):
+        how = "judged from both nodes' facts: not among the pairs doctor logged in over"
+        if len(sources) == 1:
+            results.append(
+                failed(sources[0], f"ssh {sources[0]} -> {target} ({how}): {evidence}", fix, target)
+            )
+        else:
+            shown = ", ".join(sources[:5]) + (", ..." if len(sources) > 5 else "")
+            results.append(
+                failed(
+                    target,
+                    f"ssh into {target} from {plural(len(sources), 'node')} ({shown}; {how}): "
+                    f"{evidence}",
+                    fix,
+                )
+            )
+    return results
 
 
 def _evidence(item: dict) -> str:
@@ -125,7 +174,6 @@ def _seen_cause(
     """The cause of a failed login as read on its two ends, when one was seen."""
     src_facts = g.facts(source) or {}
     dst_facts = g.facts(target) or {}
-    address = _address(g, source)
     user = g.sessions[target].ssh.user
     if cause == "key_mode":
         return refusals.key_mode(src_facts, source)
@@ -148,10 +196,11 @@ def _seen_cause(
         own = (dst_facts.get("access") or {}).get("host_keys") or []
         verified = g.sessions[target].connected
         return refusals.stale_host_key(offered, own if verified else [], source, target)
-    if cause == "denied" and dst_facts and address:
+    addresses = _addresses(g, source)
+    if cause == "denied" and dst_facts and addresses:
         return (
-            refusals.from_list_refuses(dst_facts, target, g.inventory.cluster, source, address)
-            or refusals.sshd_refuses(dst_facts, target, user, source, address)
+            refusals.from_list_refuses(dst_facts, target, g.inventory.cluster, source, addresses)
+            or refusals.sshd_refuses(dst_facts, target, user, source, addresses)
             or refusals.strict_modes(dst_facts, target)
         )
     refused_too = "authentication failed" in (g.sessions[target].error or "")
@@ -169,6 +218,18 @@ def _seen_cause(
 def _address(g: Gathered, name: str) -> str | None:
     node = next(n for n in g.inventory.nodes if n.name == name)
     return node.address if node.address and is_ip(node.address) else g.mpi_address(name)
+
+
+def _addresses(g: Gathered, name: str) -> list[str]:
+    """Where `name`'s connections may come from: its cluster address, then every other
+    address it has (a login's source address is the one routing to the target)."""
+    found = [a for a in [_address(g, name)] if a]
+    for info in ((g.facts(name) or {}).get("interfaces") or {}).values():
+        for cidr in info.get("addresses", []):
+            address = cidr.split("/")[0]
+            if address not in found and not address.startswith("127."):
+                found.append(address)
+    return found
 
 
 def _aliases(g: Gathered, name: str) -> list[str]:
