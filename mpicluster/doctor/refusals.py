@@ -16,10 +16,6 @@ Finding = tuple[str, str]  # (what was seen, the fix)
 
 def sshd_settings_of(facts: dict) -> dict[str, list[list[str]]]:
     """{keyword: [[value, "file:line"], ...]} of the node's sshd_config (probe facts)."""
-    return _settings(facts)
-
-
-def _settings(facts: dict) -> dict[str, list[list[str]]]:
     login = (facts.get("access") or {}).get("login") or {}
     return (login.get("sshd") or {}).get("settings") or {}
 
@@ -44,7 +40,7 @@ def sshd_refuses(
     """sshd_config on `node` (facts) refusing `user` logging in from `source`, whose
     connection comes from one of `addresses` (its cluster address first)."""
     address = addresses[0]
-    settings = _settings(facts)
+    settings = sshd_settings_of(facts)
     login = (facts.get("access") or {}).get("login") or {}
     groups = login.get("groups") or []
     how = f"{source} logs in as {user} from {address}"
@@ -92,7 +88,7 @@ def sshd_refuses(
 
 def strict_modes(facts: dict, node: str) -> Finding | None:
     """A path sshd's StrictModes judges (home, ~/.ssh, authorized_keys) that it rejects."""
-    settings = _settings(facts)
+    settings = sshd_settings_of(facts)
     strict = settings.get("strictmodes", [])
     if strict and strict[0][0].lower() == "no":
         return None
@@ -182,8 +178,11 @@ def key_mode(facts: dict, node: str) -> Finding | None:
 
 
 def known_hosts_lacks(facts: dict, node: str, target: str, addresses: list[str]) -> Finding | None:
-    names = (facts.get("access") or {}).get("known_hosts")
-    if names is None or any(n in names for n in [target, *addresses]):
+    known = (facts.get("access") or {}).get("known_host_keys")
+    if known is None:
+        return None
+    names = list(known)
+    if any(n in names for n in [target, *addresses]):
         return None
     return (
         f"{node}'s /etc/ssh/ssh_known_hosts block has no key for {target} "

@@ -5,7 +5,7 @@ cause would leave behind, so that doctor names the cause it saw on the node, not
 usual suspect:
 - login(): the modes and owners sshd's StrictModes judges, and the sshd settings that
   refuse keys or users (with the file and line that set them);
-- known_host_names(): which hosts the managed known_hosts block has keys for;
+- known_host_keys(): the keys the managed known_hosts block holds, by host;
 - setters(): the startup files that set a variable for non-interactive logins;
 - resolver(): /etc/nsswitch.conf's hosts line and the /etc/hosts lines naming a host;
 - mca_files(): Open MPI's parameter files and what they set.
@@ -133,26 +133,6 @@ def login(cluster):
     }
 
 
-def known_host_names(cluster, path="/etc/ssh/ssh_known_hosts"):
-    """The host names and addresses the managed block of `path` has keys for."""
-    text = read_text(path) or ""
-    begin = "# BEGIN mpicluster " + cluster + " host keys"
-    inside = False
-    names = []
-    for line in text.splitlines():
-        if line.startswith(begin):
-            inside = True
-            continue
-        if inside and line.startswith("# END mpicluster"):
-            break
-        if inside and line.strip() and not line.startswith("#"):
-            for name in line.split()[0].split(","):
-                name = re.sub(r"^\[([^]]+)\]:\d+$", r"\1", name)
-                if name not in names:
-                    names.append(name)
-    return names
-
-
 def startup_paths():
     home = os.path.expanduser("~")
     paths = []
@@ -276,21 +256,10 @@ def ssh_client_lines():
 
 def host_key_fingerprints():
     """SHA256 fingerprints of this node's own host keys (the .pub files are public)."""
-    import base64
-    import hashlib
-
-    found = []
-    for path in sorted(glob.glob("/etc/ssh/ssh_host_*_key.pub")):
-        fields = (read_text(path) or "").split()
-        if len(fields) < 2:
-            continue
-        try:
-            blob = base64.b64decode(fields[1])
-        except ValueError:
-            continue
-        digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-        found.append("SHA256:" + digest)
-    return found
+    found = [
+        key_fingerprint(read_text(p)) for p in sorted(glob.glob("/etc/ssh/ssh_host_*_key.pub"))
+    ]
+    return [fingerprint for fingerprint in found if fingerprint]
 
 
 def key_fingerprint(line):

@@ -154,15 +154,6 @@ def interfaces():
 WRITTEN_BY_MPI = ("tmp", "shm", "TMPDIR")
 
 
-def owner_name(uid):
-    try:
-        import pwd
-
-        return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
-        return str(uid)
-
-
 def disk(paths):
     found = {}
     for label, path in paths.items():
@@ -187,7 +178,7 @@ def disk(paths):
             info = os.stat(path)
             found[label]["writable"] = os.access(path, os.W_OK | os.X_OK)
             found[label]["mode"] = "%04o" % (info.st_mode & 0o7777)
-            found[label]["owner"] = owner_name(info.st_uid)
+            found[label]["owner"] = accessfacts.owner_name(info.st_uid)
     return found
 
 
@@ -349,7 +340,6 @@ def gather(spec):
     mca = accessfacts.mca_variables(os.environ)
     access = {
         "login": accessfacts.login(spec["cluster"]),
-        "known_hosts": accessfacts.known_host_names(spec["cluster"]),
         "known_host_keys": accessfacts.known_host_keys(spec["cluster"]),
         "resolver": accessfacts.resolver(names),
         "mca_files": accessfacts.mca_files(os.path.dirname(layout["mpi_bin"])),

@@ -17,7 +17,11 @@ def facts(settings=None, paths=None, key=None, groups=("vagrant",), authorized_f
                 "key": key or {},
                 "sshd": {"settings": settings or {}},
             },
-            "known_hosts": ["node1", "192.168.66.11", "node3"],
+            "known_host_keys": {
+                "node1": ["SHA256:one"],
+                "192.168.66.11": ["SHA256:one"],
+                "node3": ["SHA256:three"],
+            },
             "ssh_client": [
                 "/home/vagrant/.ssh/config:1: Host *",
                 "/home/vagrant/.ssh/config:2: User root",

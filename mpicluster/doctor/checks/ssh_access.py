@@ -65,7 +65,7 @@ def judge(session: NodeSession) -> Result:
     ssh = session.ssh
     target = f"{ssh.user}@{ssh.host}:{ssh.port}"
     said = " ".join([session.error or "", *session.banner])
-    if session.connected and "currently not available" in said:
+    if session.connected and ssh_failures.classify(said, 1) == "nologin":
         return failed(
             session.name,
             f"logged in to {target}, but the login shell refused to run a command: "
