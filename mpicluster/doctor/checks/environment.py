@@ -178,8 +178,8 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
                     f"{UP}: MPI would pick interfaces on its own (a classic hang)",
                 )
             )
-        elif state == "ok" and env.get(name) != value and setter(facts, name):
-            place, text = _where(setter(facts, name) or "")
+        elif state == "ok" and env.get(name) != value and (line := setter(facts, name)):
+            place, text = _where(line)
             results.append(
                 failed(
                     node,
