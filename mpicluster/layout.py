@@ -23,6 +23,7 @@ Files every install gets:
     /etc/mpicluster/hostfile.deepspeed  DeepSpeed (`host slots=N`)
     /etc/mpicluster/env                 the cluster's environment as shell exports
     /etc/mpicluster/cluster.json        the cluster as the nodes know it
+    /etc/mpicluster/applied.json        what the last `up` applied, as digests
     /etc/mpicluster/smoke/              the smoke-test programs
     /etc/environment                    a managed block: PATH, LD_LIBRARY_PATH, MPI settings
     /etc/ld.so.conf.d/mpicluster.conf   the MPI (and CUDA) library directories
@@ -45,6 +46,8 @@ HOSTFILE_DEEPSPEED = f"{CONFIG_DIR}/hostfile.deepspeed"
 #: The cluster's environment as shell exports, for users' own scripts (`. FILE`).
 ENV_FILE = f"{CONFIG_DIR}/env"
 CLUSTER_JSON = f"{CONFIG_DIR}/cluster.json"
+#: What the last successful `up` applied, as digests (its fast path proves from it).
+APPLIED = f"{CONFIG_DIR}/applied.json"
 SMOKE_DIR = f"{CONFIG_DIR}/smoke"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
 CONFIG_FILES = (HOSTFILE, HOSTFILE_MPICH, HOSTFILE_HOROVOD, HOSTFILE_DEEPSPEED, CLUSTER_JSON)
@@ -225,4 +228,5 @@ class Layout:
             "block_begin": BLOCK_BEGIN,
             "block_end": BLOCK_END,
             "journal": JOURNAL,
+            "applied": APPLIED,
         }

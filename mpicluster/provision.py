@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from mpicluster import exitcodes, hostfile, node_facts, remote
+from mpicluster import applied, exitcodes, hostfile, node_facts, remote
 from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.cluster_key import cluster_dir, ensure_cluster_key
 from mpicluster.errors import MpiclusterError
@@ -32,6 +32,10 @@ class UpResult:
     playbook: PlaybookResult | None = None
     smoke: SmokeReport | None = None
     seconds: float = 0.0
+    #: "unchanged": the probes proved the playbooks would change nothing, so they were
+    #: skipped; "full": they ran (`why`: what the probes found, or --full).
+    path: str = "full"
+    why: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -52,6 +56,8 @@ class UpResult:
             "cluster": self.cluster,
             "exit_code": self.exit_code,
             "seconds": round(self.seconds, 1),
+            "path": self.path,
+            "why": self.why,
             "hosts": {},
             "smoke": None,
         }
@@ -89,6 +95,7 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         "mpicluster_cluster": inventory.cluster,
         "mpicluster_layout": layout.as_vars(),
         "mpicluster_footprint": layout.footprint(inventory.cluster),
+        "mpicluster_applied_watch": applied.watched(layout.footprint(inventory.cluster)),
         "mpicluster_nodes": nodes,
         "mpicluster_env_vars": mpi_environment(inventory.network),
         "mpicluster_env_script": layout.shell_exports(mpi_environment(inventory.network)),
@@ -149,19 +156,25 @@ def provision(
     on_event: EventSink | None = None,
     on_progress: Progress | None = None,
     smoke: bool = True,
+    full: bool = False,
 ) -> UpResult:
+    """`full`: run every task even where the probes prove nothing would change."""
     with cluster_lock(inventory.cluster):
-        return _provision(inventory, on_event, on_progress, smoke)
+        return _provision(inventory, on_event, on_progress, smoke, full)
 
 
 def _provision(
-    inventory: Inventory, on_event: EventSink | None, on_progress: Progress | None, smoke: bool
+    inventory: Inventory,
+    on_event: EventSink | None,
+    on_progress: Progress | None,
+    smoke: bool,
+    full: bool,
 ) -> UpResult:
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
     result = UpResult(inventory.cluster)
     progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
-    facts = node_facts.gather(inventory)
+    facts = node_facts.gather(inventory, applied=True)
     node_facts.check_gpus(inventory, facts)
     variables = extravars(inventory, node_facts.cores(facts))
     stack = StackPlan()
@@ -171,6 +184,38 @@ def _provision(
         for line in describe_plan(stack):
             progress(line)
         variables |= stack.variables
+    variables["mpicluster_applied_inputs"] = applied.inputs_digest(
+        inventory, variables, stack.host_vars, facts
+    )
+    verdict = applied.judge(
+        inventory.cluster,
+        variables["mpicluster_applied_inputs"],
+        facts,
+        sorted(set(stack.builders) | set(stack.installers)),
+    )
+    if full:
+        result.why = "--full"
+    elif not verdict.unchanged:
+        result.why = verdict.reason
+    else:
+        progress(
+            f"Nothing to change: every node matches the record of the last up "
+            f"({len(facts)} probe(s); --full runs every task)"
+        )
+        result.path = "unchanged"
+        if not smoke:
+            result.seconds = time.monotonic() - started
+            return result
+        result.smoke = run_smoke(inventory, progress)
+        if result.smoke.ok:
+            result.seconds = time.monotonic() - started
+            return result
+        progress(
+            "The smoke test failed on a cluster the probes found unchanged: running every task"
+        )
+        result.path, result.why, result.smoke = "full", "the smoke test failed", None
+    if result.why != "--full":
+        progress(f"Running every task: {result.why}")
     progress("Running playbooks/site.yml")
     result.playbook = run_playbook(
         inventory,

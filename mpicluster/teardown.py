@@ -118,7 +118,7 @@ def teardown(
         if node is not None:
             rest = without(inventory, node)
             progress(f"Provisioning the other {len(rest.nodes)} node(s) without {node}")
-            result.rest = provision(rest, on_event=on_event, on_progress=progress)
+            result.rest = provision(rest, on_event=on_event, on_progress=progress, full=True)
             if result.rest.playbook is None or not result.rest.playbook.ok:
                 # The others still trust the node: leave it as it is, say why, rerun.
                 result.seconds = time.monotonic() - started

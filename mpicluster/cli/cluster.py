@@ -27,8 +27,18 @@ def up(
     inventory: InventoryArg,
     json_output: JsonOpt = False,
     smoke: Annotated[bool, typer.Option(help="Run the smoke test at the end.")] = True,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="Run every task, even where the probes prove nothing would change."
+        ),
+    ] = False,
 ) -> None:
     """Provision the cluster: MPI stack, SSH trust, environment, hostfiles, then the smoke test.
+
+    When every node still matches the record the last `up` left (same inventory and
+    mpicluster, nothing changed on the node since), the playbooks are skipped and only
+    the smoke test runs.
 
     Exit codes: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable,
     5 the smoke test failed.
@@ -40,15 +50,24 @@ def up(
     with guarded(display):
         inv = load_inventory(inventory)
         with PlaybookView(display, [n.name for n in inv.nodes]) as view:
-            result = provision(inv, on_event=view, on_progress=display.progress, smoke=smoke)
+            result = provision(
+                inv, on_event=view, on_progress=display.progress, smoke=smoke, full=full
+            )
         render.show(display, result, as_json=json_output)
         if result.exit_code != exitcodes.OK:
             raise typer.Exit(result.exit_code)
         if not json_output:
-            display.success(
-                f"cluster {inv.cluster}: {len(inv.nodes)} node(s) provisioned "
-                f"({result.changes} change(s)) and verified in {result.seconds:.0f} s"
-            )
+            done = "verified" if result.smoke is not None else "left unverified (--no-smoke)"
+            if result.path == "unchanged":
+                display.success(
+                    f"cluster {inv.cluster}: {len(inv.nodes)} node(s) unchanged since the last "
+                    f"up and {done} in {result.seconds:.0f} s"
+                )
+            else:
+                display.success(
+                    f"cluster {inv.cluster}: {len(inv.nodes)} node(s) provisioned "
+                    f"({result.changes} change(s)) and {done} in {result.seconds:.0f} s"
+                )
 
 
 def down(

@@ -22,25 +22,42 @@ HERE = Path(__file__).resolve().parent
 SMOKE = HERE / "smoke"
 #: Ansible's module_utils folder for playbooks/library.
 MODULE_UTILS = HERE / "module_utils"
-#: Helper modules a shipped program may import.
-LIBRARIES = ("nodeinfo", "mpilaunch", "accessfacts")
+#: Helper modules a shipped program may import (here, or in module_utils/).
+LIBRARIES = ("nodeinfo", "mpilaunch", "accessfacts", "mpicluster_applied")
 #: Absolute: the node's PATH may be the very thing to repair.
 PYTHON = "/usr/bin/python3"
 
 
 def source(name: str) -> str:
-    return (HERE / f"{name}.py").read_text(encoding="utf-8")
+    path = HERE / f"{name}.py"
+    if not path.exists():
+        path = MODULE_UTILS / f"{name}.py"
+    return path.read_text(encoding="utf-8")
+
+
+def _imports(text: str) -> list[str]:
+    return [lib for lib in LIBRARIES if re.search(rf"^(from|import) {lib}\b", text, re.M)]
 
 
 @cache  # doctor sends the probe to every node: compose it once
 def script(name: str) -> str:
     """Program `name` as one text to run with `python3 -`: the helper modules it
-    imports are defined first (registered in sys.modules), then the program itself."""
+    imports (and those they import) are defined first, registered in sys.modules,
+    then the program itself."""
     text = source(name)
+    order: list[str] = []
+
+    def visit(library: str) -> None:
+        if library in order or library == name:
+            return
+        for needed in _imports(source(library)):
+            visit(needed)
+        order.append(library)
+
+    for library in _imports(text):
+        visit(library)
     prelude = ["import sys as _sys, types as _types"]
-    for library in LIBRARIES:
-        if library == name or not re.search(rf"^(from|import) {library}\b", text, re.M):
-            continue
+    for library in order:
         prelude += [
             f"_module = _types.ModuleType({library!r})",
             f"exec(compile({source(library)!r}, {library + '.py'!r}, 'exec'), _module.__dict__)",

@@ -1,18 +1,25 @@
 """What a node is: platform, compiler, CUDA, GPUs, the installed stack.
 
 A program for the nodes, stdlib only (any Python 3.6+). Run alone it prints one JSON
-object: `/usr/bin/python3 - PREFIX CUDA_HOME` with this file on stdin, which is how
-`up`, `fetch` and `hostfile` learn what each node is. doctor's probe is sent as this
+object: `/usr/bin/python3 - PREFIX CUDA_HOME [RECORD]` with this file on stdin, which is
+how `up`, `fetch` and `hostfile` learn what each node is (`up` names the record of
+what the last `up` applied: the node's identity and how it stands against that record
+are added). doctor's probe is sent as this
 file followed by probe.py (see mpicluster.remote.script) and extends these facts.
 """
 
+import glob
 import json
 import os
 import platform
+import pwd
 import re
 import shutil
+import socket
 import subprocess
 import sys
+
+import mpicluster_applied
 
 MAX_TEXT = 65536
 
@@ -178,6 +185,30 @@ def stack_users(prefix, limit=10):
     return found
 
 
+def identity():
+    """What the playbooks describe this node to its peers by (names, addresses, host
+    keys): `up` folds it into its inputs, so a node that changed any of it is provisioned
+    again rather than proved unchanged."""
+    _, addresses, _ = run(["ip", "-4", "-o", "addr", "show"])
+    _, default, _ = run(["ip", "-4", "route", "show", "default"])
+    return {
+        "hostname": socket.gethostname(),
+        "addresses": sorted(set(re.findall(r"\binet (\d+\.\d+\.\d+\.\d+)/", addresses or ""))),
+        "default_route": (default or "").strip(),
+        "host_keys": sorted(
+            (read_text(p) or "").strip() for p in glob.glob("/etc/ssh/ssh_host_*_key.pub")
+        ),
+    }
+
+
+def applied(record_path):
+    """The node against the record the last successful `up` left (None: no record)."""
+    if not record_path:
+        return None
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    return mpicluster_applied.check(record_path, home)
+
+
 def node_facts(prefix, cuda_home, with_gpus=True):
     return {
         "nproc": os.cpu_count() or 1,
@@ -195,7 +226,11 @@ def node_facts(prefix, cuda_home, with_gpus=True):
 
 def main():
     prefix, cuda_home = sys.argv[1], sys.argv[2]
-    sys.stdout.write(json.dumps(node_facts(prefix, cuda_home)) + "\n")
+    facts = node_facts(prefix, cuda_home)
+    if len(sys.argv) > 3:  # `up`: what its fast path judges by
+        facts["identity"] = identity()
+        facts["applied"] = applied(sys.argv[3])
+    sys.stdout.write(json.dumps(facts) + "\n")
 
 
 if __name__ == "__main__":

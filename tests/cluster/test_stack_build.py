@@ -222,6 +222,11 @@ def test_second_up_builds_and_changes_nothing(build):
     assert done.returncode == 0, done.stderr[-4000:]
     assert "already active on node1, node2, node3" in done.stderr
     result = json.loads(done.stdout)
+    assert (result["path"], result["hosts"]) == ("unchanged", {}), result["why"]
+    assert result["smoke"]["ok"] and result["smoke"]["horovod"]["ok"]
+    done = mpicluster("up", str(build["inventory"]), "--json", "--full", check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout)
     assert {n: h["changed"] for n, h in result["hosts"].items()} == {
         "node1": 0,
         "node2": 0,

@@ -81,7 +81,7 @@ def test_up_builds_horovod_gpu_operations_and_links_pytorch_to_the_stacks_nccl(b
 
 
 def test_second_up_changes_nothing(built):
-    done = mpicluster("up", str(built["inventory"]), "--json", check=False, timeout=1800)
+    done = mpicluster("up", str(built["inventory"]), "--json", "--full", check=False, timeout=1800)
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout)
     assert {n: h["changed"] for n, h in result["hosts"].items()} == dict.fromkeys(NODES, 0)

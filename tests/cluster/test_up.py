@@ -25,8 +25,8 @@ def inventory(cluster, tmp_path_factory) -> Path:
     return inventory_with(cluster.inventory, path, stack={"install": "packages"})
 
 
-def up_json(inventory: Path, *, check: bool = True) -> tuple[int, dict]:
-    done = mpicluster("up", str(inventory), "--json", check=False)
+def up_json(inventory: Path, *options: str, check: bool = True) -> tuple[int, dict]:
+    done = mpicluster("up", str(inventory), "--json", *options, check=False)
     if check:
         assert done.returncode == 0, done.stderr[-4000:]
     return done.returncode, json.loads(done.stdout)
@@ -64,9 +64,39 @@ def test_up_provisions_and_verifies_keeping_unrelated_lines(cluster, inventory):
 
 
 def test_second_up_changes_nothing(inventory):
-    _, result = up_json(inventory)
+    _, result = up_json(inventory, "--full")  # every task runs, none changes anything
+    assert (result["path"], result["why"]) == ("full", "--full")
     assert {name: h["changed"] for name, h in result["hosts"].items()} == dict.fromkeys(NODES, 0)
     assert result["smoke"]["ok"]
+
+
+def test_an_unchanged_cluster_skips_the_playbooks_until_a_node_changes(cluster, inventory):
+    _, result = up_json(inventory)
+    assert (result["path"], result["hosts"]) == ("unchanged", {}), result["why"]
+    assert result["smoke"]["ok"] and result["smoke"]["allreduce"]["ok"]
+    # A line of the user's own beside the managed block is not up's to judge.
+    cluster.ssh("node3", "echo EDITOR=vi | sudo tee -a /etc/environment >/dev/null")
+    _, result = up_json(inventory)
+    assert result["path"] == "unchanged", result["why"]
+    # A managed file changed on one node: every task runs, and only that node changes.
+    cluster.ssh("node3", "sudo chmod 0600 /etc/mpicluster/hostfile")
+    _, result = up_json(inventory)
+    assert result["path"] == "full"
+    assert result["why"] == "node3: /etc/mpicluster changed since the last up"
+    assert {n: h["changed"] > 0 for n, h in result["hosts"].items()} == {
+        "node1": False,
+        "node2": False,
+        "node3": True,
+    }
+    assert cluster.ssh("node3", "stat -c %a /etc/mpicluster/hostfile").stdout.strip() == "644"
+    assert "EDITOR=vi" in cluster.ssh("node3", "cat /etc/environment").stdout
+    # A node whose names resolve differently (a line in /etc/hosts outside the block).
+    cluster.ssh("node2", "echo '10.9.9.9 elsewhere' | sudo tee -a /etc/hosts >/dev/null")
+    _, result = up_json(inventory, "--no-smoke")
+    assert result["why"] == "node2: /etc/hosts changed since the last up"
+    assert result["smoke"] is None
+    _, result = up_json(inventory, "--no-smoke")
+    assert (result["path"], result["smoke"]) == ("unchanged", None)
 
 
 def test_every_node_reaches_every_node_with_strict_host_keys(cluster, inventory):
@@ -120,6 +150,7 @@ def test_smoke_names_the_node_whose_path_is_broken(cluster, inventory):
 
     # up repairs it, and says so by changing exactly that node.
     _, result = up_json(inventory)
+    assert result["why"] == "node2: /etc/environment changed since the last up"
     assert {n: h["changed"] > 0 for n, h in result["hosts"].items()} == {
         "node1": False,
         "node2": True,

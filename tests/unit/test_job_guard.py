@@ -11,7 +11,9 @@ import pytest
 
 from mpicluster.errors import MpiclusterError
 from mpicluster.node_facts import check_no_job
-from mpicluster.remote import nodeinfo
+from tests.shipped import load
+
+nodeinfo = load("nodeinfo")
 
 
 def test_a_program_of_the_stack_is_found_and_others_are_not(tmp_path):

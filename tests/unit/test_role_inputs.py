@@ -14,8 +14,13 @@ from mpicluster.inventory import parse_inventory
 from mpicluster.layout import Layout
 
 ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"
-#: Inputs `up` passes only for source installs (stack/prepare.py), per run or per host.
-STACK_INPUTS = {"mpicluster_stack_groups", "mpicluster_stack_fingerprint"}
+#: Inputs `up` passes only for source installs (stack/prepare.py), per run or per host,
+#: and the digest of all the others (provision.py).
+LATER_INPUTS = {
+    "mpicluster_stack_groups",
+    "mpicluster_stack_fingerprint",
+    "mpicluster_applied_inputs",
+}
 
 INVENTORY = """\
 cluster: t
@@ -62,7 +67,7 @@ def test_every_role_declares_its_inputs():
 
 
 def test_what_python_passes_is_what_the_roles_declare(extravars):
-    passed = set(extravars) | STACK_INPUTS
+    passed = set(extravars) | LATER_INPUTS
     wanted = set().union(*declared().values())
     assert passed == wanted
 

@@ -1,0 +1,120 @@
+"""`up`'s fast path: prove from one probe per node that the playbooks would change
+nothing, and skip them.
+
+A successful `up` ends on every node with a record of what it applied (the
+applied_record role: digests of every managed path and package, and the digest of the
+run's inputs, `inputs_digest` below). The next `up`'s probe recomputes the digests on
+each node (module_utils/mpicluster_applied). The playbooks are skipped only when every
+node has a record of this cluster, for the same inputs, with nothing changed since, and
+the stack plan installs nothing; anything else runs every task, and says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from mpicluster import __version__, remote
+from mpicluster.inventory import Inventory, ResolvedSsh
+from mpicluster.layout import APPLIED
+from mpicluster.paths import data_path
+
+#: Files read whole: what decides how the nodes resolve each other's names (the
+#: node_environment role adds /etc/hosts entries only for names that do not resolve).
+WHOLE_FILES = ("/etc/hosts", "/etc/nsswitch.conf")
+
+#: Extra vars that are not inputs of what a node ends up with: the build plan (the
+#: fingerprint in each node's host vars is) and the digest itself.
+NOT_INPUTS = ("mpicluster_stack_groups", "mpicluster_applied_inputs")
+
+
+def watched(footprint: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the record takes digests of: the footprint, with WHOLE_FILES whole."""
+    entries = [e for e in footprint if e["path"] not in WHOLE_FILES]
+    return entries + [{"path": path, "kind": "file"} for path in WHOLE_FILES]
+
+
+@cache
+def code_digest() -> str:
+    """The playbooks, their modules and the programs they install, as one digest: a
+    new mpicluster release runs every task once."""
+    hasher = hashlib.sha256(__version__.encode())
+    for root in (data_path("playbooks"), remote.MODULE_UTILS, remote.SMOKE):
+        for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+            if "__pycache__" in path.parts:
+                continue
+            hasher.update(str(path.relative_to(root)).encode() + b"\0")
+            hasher.update(path.read_bytes() + b"\0")
+    return hasher.hexdigest()
+
+
+def inputs_digest(
+    inventory: Inventory,
+    variables: dict[str, Any],
+    host_vars: dict[str, dict[str, Any]],
+    facts: dict[str, dict[str, Any]],
+) -> str:
+    """Everything the playbooks make a node from: mpicluster's code, the extra vars,
+    how each node is reached and its host vars, and each node's identity (names,
+    addresses, host keys: what its peers' known_hosts and /etc/hosts hold)."""
+    data = {
+        "code": code_digest(),
+        "variables": {k: v for k, v in variables.items() if k not in NOT_INPUTS},
+        "become": inventory.ssh.become,
+        "nodes": {
+            node.name: {
+                "ssh": _ssh_of(inventory.node_ssh(node)),
+                "host_vars": host_vars.get(node.name, {}),
+                "identity": (facts.get(node.name) or {}).get("identity"),
+            }
+            for node in inventory.nodes
+        },
+    }
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _ssh_of(ssh: ResolvedSsh) -> dict[str, Any]:
+    return {"host": ssh.host, "user": ssh.user, "port": ssh.port}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the playbooks can be skipped; if not, why (the first reason found)."""
+
+    unchanged: bool
+    reason: str = ""
+
+
+def judge(
+    cluster: str,
+    inputs: str,
+    facts: dict[str, dict[str, Any]],
+    stack_changes: list[str],
+) -> Verdict:
+    """The fast path's verdict from every node's probe (`applied`), this run's inputs
+    digest and the nodes the stack plan builds on or installs to."""
+    if stack_changes:
+        return Verdict(False, f"the MPI stack is to be installed on {', '.join(stack_changes)}")
+    for name in sorted(facts):
+        seen = facts[name].get("applied")
+        if seen is None:
+            return Verdict(False, f"{name} has no record of an earlier up ({APPLIED})")
+        if seen.get("cluster") != cluster:
+            owner = seen.get("cluster")
+            why = f"of cluster {owner}" if owner else "that cannot be read"
+            return Verdict(False, f"{name}'s record of the last up is one {why}")
+        if seen.get("inputs") != inputs:
+            return Verdict(
+                False,
+                f"the inventory, mpicluster or {name}'s identity changed since the last up",
+            )
+        changed = seen.get("changed") or []
+        if changed:
+            more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+            return Verdict(False, f"{name}: {changed[0]} changed since the last up{more}")
+    return Verdict(True)
