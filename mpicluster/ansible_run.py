@@ -47,6 +47,8 @@ class HostStats:
     failures: list[str] = field(default_factory=list)
     #: What the tasks reported doing, path -> action (mpicluster_journal's undo `actions`).
     actions: dict[str, str] = field(default_factory=dict)
+    #: Seconds the node's tasks took, by stage (role or play): where its time went.
+    stages: dict[str, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -72,6 +74,7 @@ class HostStats:
             "seconds": round(self.seconds, 1),
             "last_task": f"{self.stage}: {self.task}" if self.stage else "",
             "failures": self.failures,
+            "stages": {stage: round(seconds, 1) for stage, seconds in self.stages.items()},
             **({"actions": self.actions} if self.actions else {}),
         }
 
@@ -375,6 +378,9 @@ class _Collector:
         stats.first_event = stats.first_event or now
         stats.last_event = now
         stats.stage, stats.task = self.stage, self.task
+        duration = data.get("duration")
+        if isinstance(duration, int | float):
+            stats.stages[self.stage] = stats.stages.get(self.stage, 0.0) + duration
         result = data.get("res", {}) or {}
         if kind == "runner_on_ok":
             changed = bool(result.get("changed"))

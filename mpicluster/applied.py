@@ -57,23 +57,33 @@ def inputs_digest(
     variables: dict[str, Any],
     host_vars: dict[str, dict[str, Any]],
     facts: dict[str, dict[str, Any]],
-) -> str:
-    """Everything the playbooks make a node from: mpicluster's code, the extra vars,
-    how each node is reached and its host vars, and each node's identity (names,
+) -> dict[str, Any]:
+    """Everything the playbooks make a node from, as digests by part (so that the next
+    `up` can say which changed): mpicluster's code; the inventory (the extra vars and
+    become); per node, how it is reached, its host vars and its identity (names,
     addresses, host keys: what its peers' known_hosts and /etc/hosts hold)."""
-    data = {
+    return {
         "code": code_digest(),
-        "variables": {k: v for k, v in variables.items() if k not in NOT_INPUTS},
-        "become": inventory.ssh.become,
-        "nodes": {
-            node.name: {
-                "ssh": _ssh_of(inventory.node_ssh(node)),
-                "host_vars": host_vars.get(node.name, {}),
-                "identity": (facts.get(node.name) or {}).get("identity"),
+        "inventory": _digest(
+            {
+                "variables": {k: v for k, v in variables.items() if k not in NOT_INPUTS},
+                "become": inventory.ssh.become,
             }
+        ),
+        "nodes": {
+            node.name: _digest(
+                {
+                    "ssh": _ssh_of(inventory.node_ssh(node)),
+                    "host_vars": host_vars.get(node.name, {}),
+                    "identity": (facts.get(node.name) or {}).get("identity"),
+                }
+            )
             for node in inventory.nodes
         },
     }
+
+
+def _digest(data: Any) -> str:
     text = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -92,7 +102,7 @@ class Verdict:
 
 def judge(
     cluster: str,
-    inputs: str,
+    inputs: dict[str, Any],
     facts: dict[str, dict[str, Any]],
     stack_changes: list[str],
 ) -> Verdict:
@@ -108,13 +118,27 @@ def judge(
             owner = seen.get("cluster")
             why = f"of cluster {owner}" if owner else "that cannot be read"
             return Verdict(False, f"{name}'s record of the last up is one {why}")
-        if seen.get("inputs") != inputs:
-            return Verdict(
-                False,
-                f"the inventory, mpicluster or {name}'s identity changed since the last up",
-            )
+        different = _inputs_differ(seen.get("inputs"), inputs)
+        if different:
+            return Verdict(False, f"{different} changed since the last up")
         changed = seen.get("changed") or []
         if changed:
             more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
             return Verdict(False, f"{name}: {changed[0]} changed since the last up{more}")
     return Verdict(True)
+
+
+def _inputs_differ(was: Any, now: dict[str, Any]) -> str:
+    """What differs between the recorded inputs and this run's ('' for nothing)."""
+    if not isinstance(was, dict) or set(was) != set(now):
+        return "mpicluster (the record's form)"
+    if was["code"] != now["code"]:
+        return "mpicluster (its playbooks or the programs they install)"
+    if was["inventory"] != now["inventory"]:
+        return "the inventory (what up writes on the nodes)"
+    if set(was["nodes"]) != set(now["nodes"]):
+        return "the cluster's list of nodes"
+    for name in sorted(now["nodes"]):
+        if was["nodes"][name] != now["nodes"][name]:
+            return f"{name} (how it is reached, its stack, names, addresses or host keys)"
+    return ""

@@ -22,10 +22,14 @@ import sys
 import mpicluster_applied
 
 MAX_TEXT = 65536
+#: Where programs are looked up: the node's own PATH may be the very thing that is broken.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def run(argv, timeout=10, env=None):
     """(exit code, stdout, stderr); code None when it could not run or timed out."""
+    if "/" not in argv[0]:
+        argv = [shutil.which(argv[0], path=SYSTEM_PATH) or argv[0], *argv[1:]]
     try:
         done = subprocess.run(
             argv,

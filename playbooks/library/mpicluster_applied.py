@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 module: mpicluster_applied
 short_description: Take the digests of what up applied on this node (changes nothing)
 options:
-  inputs: {type: str, required: true, description: the digest of this up's inputs}
+  inputs: {type: dict, required: true, description: the digests of this up's inputs}
   cluster: {type: str, required: true}
   footprint: {type: list, elements: dict, required: true}
   packages: {type: list, elements: str, default: []}
@@ -30,7 +30,7 @@ def main():
 
     module = AnsibleModule(
         argument_spec={
-            "inputs": {"type": "str", "required": True},
+            "inputs": {"type": "dict", "required": True},
             "cluster": {"type": "str", "required": True},
             "footprint": {"type": "list", "elements": "dict", "required": True},
             "packages": {"type": "list", "elements": "str", "default": []},

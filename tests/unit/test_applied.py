@@ -52,14 +52,14 @@ def node(tmp_path) -> dict:
         for e in FOOTPRINT
     ]
     path = conf / "applied.json"
-    taken = record_code.record("inputs-1", "t", footprint, [], str(home), str(path))
+    taken = record_code.record({"code": "1"}, "t", footprint, [], str(home), str(path))
     path.write_text(json.dumps(taken))
     return {"home": home, "env": env, "conf": conf, "stacks": stacks, "record": path}
 
 
 def changed(node: dict) -> list[str]:
     seen = record_code.check(str(node["record"]), str(node["home"]))
-    assert seen["cluster"] == "t" and seen["inputs"] == "inputs-1"
+    assert seen["cluster"] == "t" and seen["inputs"] == {"code": "1"}
     return seen["changed"]
 
 
@@ -117,25 +117,34 @@ def test_a_removed_package_is_a_change(node, tmp_path):
     assert record_code.check(str(path), "/")["changed"] == ["packages"]
 
 
-FACTS = {name: {"applied": {"cluster": "t", "inputs": "d", "changed": []}} for name in "ab"}
+D = {"code": "c", "inventory": "i", "nodes": {"a": "na", "b": "nb"}}
+FACTS = {name: {"applied": {"cluster": "t", "inputs": D, "changed": []}} for name in "ab"}
 
 
 def test_the_verdict_names_the_first_reason_to_run_every_task():
-    assert applied.judge("t", "d", FACTS, []).unchanged
+    assert applied.judge("t", D, FACTS, []).unchanged
+
+    def seen(inputs=D, changed=(), cluster="t"):
+        return {"applied": {"cluster": cluster, "inputs": inputs, "changed": list(changed)}}
+
     cases = [
         ({}, ["b"], "the MPI stack is to be installed on b"),
         ({"applied": None}, [], "a has no record of an earlier up"),
-        ({"applied": {"cluster": "u", "inputs": "d", "changed": []}}, [], "of cluster u"),
-        ({"applied": {"cluster": None, "inputs": None, "changed": ["x"]}}, [], "cannot be read"),
-        ({"applied": {"cluster": "t", "inputs": "e", "changed": []}}, [], "a's identity changed"),
+        (seen(cluster="u"), [], "a's record of the last up is one of cluster u"),
+        (seen(cluster=None, changed=["x"]), [], "cannot be read"),
+        (seen(inputs="old"), [], "mpicluster (the record's form) changed"),
+        (seen(inputs={**D, "code": "x"}), [], "mpicluster (its playbooks or the programs"),
+        (seen(inputs={**D, "inventory": "x"}), [], "the inventory (what up writes"),
+        (seen(inputs={**D, "nodes": {"a": "na"}}), [], "the cluster's list of nodes changed"),
+        (seen(inputs={**D, "nodes": {"a": "na", "b": "x"}}), [], "b (how it is reached"),
         (
-            {"applied": {"cluster": "t", "inputs": "d", "changed": ["/etc/environment", "p"]}},
+            seen(changed=["/etc/environment", "p"]),
             [],
             "a: /etc/environment changed since the last up (and 1 more)",
         ),
     ]
     for node_a, stack, words in cases:
-        verdict = applied.judge("t", "d", {**FACTS, "a": {**FACTS["a"], **node_a}}, stack)
+        verdict = applied.judge("t", D, {**FACTS, "a": {**FACTS["a"], **node_a}}, stack)
         assert not verdict.unchanged and words in verdict.reason, (verdict, words)
 
 
@@ -145,7 +154,7 @@ INVENTORY = parse_inventory(
 IDENTITY = {"hostname": "a", "addresses": ["10.0.0.1"], "host_keys": ["ssh-ed25519 K"]}
 
 
-def digest(variables=None, host_vars=None, identity=IDENTITY) -> str:
+def digest(variables=None, host_vars=None, identity=IDENTITY) -> dict:
     facts = {"a": {"identity": identity}, "b": {"identity": IDENTITY}}
     return applied.inputs_digest(
         INVENTORY, variables or {"mpicluster_x": 1}, host_vars or {}, facts
@@ -157,9 +166,17 @@ def test_the_inputs_digest_follows_what_the_playbooks_make_a_node_from():
     assert digest() == base
     # the build plan changes between the run that installs and the next: not an input
     assert digest({"mpicluster_x": 1, "mpicluster_stack_groups": {"builder": "a"}}) == base
-    assert digest({"mpicluster_x": 2}) != base
-    assert digest(host_vars={"a": {"mpicluster_stack_fingerprint": "f"}}) != base
-    assert digest(identity={**IDENTITY, "host_keys": ["ssh-ed25519 NEW"]}) != base
+    assert digest({"mpicluster_x": 2}) == {
+        **base,
+        "inventory": digest({"mpicluster_x": 2})["inventory"],
+    }
+    assert digest({"mpicluster_x": 2})["inventory"] != base["inventory"]
+    fingerprint = digest(host_vars={"a": {"mpicluster_stack_fingerprint": "f"}})
+    assert fingerprint["nodes"]["a"] != base["nodes"]["a"]
+    assert fingerprint["nodes"]["b"] == base["nodes"]["b"]
+    new_key = digest(identity={**IDENTITY, "host_keys": ["ssh-ed25519 NEW"]})
+    assert new_key == {**base, "nodes": {"a": new_key["nodes"]["a"], "b": base["nodes"]["b"]}}
+    assert new_key["nodes"]["a"] != base["nodes"]["a"]
 
 
 def test_the_record_watches_name_resolution_whole():

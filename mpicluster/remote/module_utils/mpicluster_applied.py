@@ -129,7 +129,7 @@ def packages_state(packages):
         return ""
     try:
         done = subprocess.run(
-            ["dpkg-query", "-W", "-f", DPKG_FORMAT, *sorted(packages)],
+            ["/usr/bin/dpkg-query", "-W", "-f", DPKG_FORMAT, *sorted(packages)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
