@@ -193,7 +193,8 @@ def test_up_interrupted_at_several_points_leaves_nothing_half_done(cluster, inve
     """Also: while an `up` runs, a second `up` or `down` refuses at once."""
     assert mpicluster("down", str(inventory), check=False).returncode == 0
     for where, sig, group in INTERRUPTIONS:
-        run = Started("up", str(inventory))
+        # --full: an earlier `up` of the loop may have finished (and left its record)
+        run = Started("up", str(inventory), "--full")
         run.wait_for(where)
         if where == INTERRUPTIONS[0][0]:
             for command in ("up", "down"):
