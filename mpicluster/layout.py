@@ -64,6 +64,8 @@ CUDA_ALLREDUCE = "libexec/mpicluster/cuda_allreduce"
 JOURNAL = "/var/lib/mpicluster/journal.json"
 #: The builder's scratch space (stack_build_scratch): removed after a build, and by `down`.
 BUILD_SCRATCH = "/var/tmp/mpicluster"  # noqa: S108 (a node folder only root writes)
+#: Where a packed stack arrives from a peer (the MPI user's, 0700; emptied by the install).
+RELAY_DIR = "/var/tmp/mpicluster-relay"  # noqa: S108 (made by root for the MPI user)
 #: The directories a plain non-interactive PATH must keep (Debian's login default).
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
@@ -197,6 +199,7 @@ class Layout:
             {"path": LD_CONF, "kind": "file"},
             {"path": CONFIG_DIR, "kind": "tree"},
             {"path": BUILD_SCRATCH, "kind": "tree"},
+            {"path": RELAY_DIR, "kind": "tree"},
             # Also for install = packages: a cluster that was once built from source.
             {"path": self.current, "kind": "tree", "stack": True},
             {"path": self.stacks, "kind": "tree", "stack": True},
@@ -229,4 +232,5 @@ class Layout:
             "block_end": BLOCK_END,
             "journal": JOURNAL,
             "applied": APPLIED,
+            "relay_dir": RELAY_DIR,
         }

@@ -102,6 +102,7 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         "mpicluster_cluster_key": str(key.private_path),
         "mpicluster_cluster_pubkey": key.public_line,
         "mpicluster_smoke_src": str(remote.SMOKE),
+        "mpicluster_relay_src": str(remote.HERE / "relay.py"),
         "mpicluster_hostfiles": {
             PurePosixPath(path).name: text for path, text in hostfile.rendered(node_slots).items()
         },

@@ -12,7 +12,7 @@ from mpicluster import __version__
 from mpicluster.errors import MpiclusterError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
-from mpicluster.stack import artifacts, recipe, sources, wheels
+from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
 from mpicluster.stack.lockfile import Source
@@ -147,6 +147,8 @@ def _group_spec(
     spec: dict[str, Any] = {
         "artifact": str(group.artifact),
         "builder": group.builder,  # None: installed from the artifact cache
+        # how the pack reaches the nodes that install it (None: no node does)
+        "relay": distribute.tree(group.install),
         "wheelhouse": str(house.path),
         "sources": {
             name: {"path": str(files[name]), "filename": source.filename, "version": source.version}

@@ -189,3 +189,70 @@ def test_hostfile_command(inventory, tmp_path):
     out = mpicluster("hostfile", str(no_slots)).stdout.splitlines()
     assert [line.split()[0] for line in out] == NODES
     assert all(int(line.split("slots=")[1]) >= 1 for line in out)
+
+
+def test_a_file_passed_node_to_node_arrives_whole_and_a_lost_node_costs_its_part(
+    cluster, inventory
+):
+    """relay.py, which passes a packed stack on over the cluster's mesh, on real nodes:
+    a chain and a tree carry a file whole to every node; a sha256 that does not match
+    leaves no file anywhere; a node that cannot be reached is named, the others get it."""
+    import shlex
+
+    from mpicluster import remote
+    from mpicluster.remote.relay import BOOT
+    from mpicluster.stack.distribute import tree
+
+    code = remote.source("relay")
+    made = cluster.ssh(
+        "node1", "head -c 30000000 /dev/urandom > /tmp/relay-src; sha256sum /tmp/relay-src"
+    )
+    sha = made.stdout.split()[0]
+
+    def relay(plan: dict, expected: str = sha) -> list[tuple[str, bool, str]]:
+        for node in NODES:
+            cluster.ssh(node, "rm -rf /tmp/relay-in && mkdir -m 700 /tmp/relay-in")
+        argv = [
+            "/usr/bin/python3",
+            "-c",
+            BOOT,
+            code,
+            "/tmp/relay-in/p",
+            expected,
+            json.dumps(plan),
+            "/tmp/relay-src",
+        ]
+        done = cluster.ssh("node1", shlex.join(argv))
+        return [(r["node"], r["ok"], r["error"]) for r in map(json.loads, done.stdout.splitlines())]
+
+    for fan_out in (1, 2):
+        assert relay(tree(NODES, fan_out)) == [(n, True, "") for n in NODES]
+        for node in ("node2", "node3"):
+            got = cluster.ssh(node, "sha256sum /tmp/relay-in/p; ls -A /tmp/relay-in").stdout.split()
+            assert got == [sha, "/tmp/relay-in/p", "p"], node
+
+    reports = relay(tree(NODES), expected="0" * 64)
+    assert [ok for _, ok, _ in reports] == [False] * 3
+    assert all("damaged on the way" in error for _, _, error in reports), reports
+    for node in NODES:
+        assert cluster.ssh(node, "ls -A /tmp/relay-in").stdout == "", node
+
+    lost = {
+        "node": "node1",
+        "children": [
+            {"node": "node2", "children": [{"node": "ghost", "children": []}]},
+            {"node": "node3", "children": []},
+        ],
+    }
+    reports = relay(lost)
+    assert [(n, ok) for n, ok, _ in reports] == [
+        ("node1", True),
+        ("node2", True),
+        ("ghost", False),
+        ("node3", True),
+    ]
+    assert reports[2][2].startswith("nothing from ghost: ssh: Could not resolve hostname ghost"), (
+        reports
+    )
+    for node in NODES:
+        cluster.ssh(node, "rm -rf /tmp/relay-in /tmp/relay-src")

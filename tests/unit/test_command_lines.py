@@ -49,6 +49,7 @@ REGISTRY = {
     "mpicluster.local.podman:Podman.read_file": "test_local_host_key_reads_are_constant",
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
     "mpicluster.node_facts:gather": "test_node_facts_command",
+    "mpicluster.remote.relay:remote_command": "test_relay_command_runs_intact_under_sh",
     "mpicluster.smoke:env_matrix": "test_smoke_env_matrix_command",
     "mpicluster.smoke:mpirun_command": "test_smoke_commands_split_back",
     "mpicluster.smoke:run_allreduce": "test_smoke_commands_split_back",
@@ -735,3 +736,41 @@ def test_doctor_launch_command_splits_back():
         launch = Launch("pair", "n1", [word, "n2"], 2, argv, 20)
         assert shlex.split(launch.command) == [*argv[:-4], "launch_rank.py", *argv[-2:]]
         assert f"{word}:1,n2:1" in argv
+
+
+def test_relay_command_runs_intact_under_sh(tmp_path, marker):
+    """The command a relay sends a child over ssh, run here by /bin/sh as sshd would: the
+    child relay gets its code, destination, sha256 and part of the tree intact, writes
+    the file it is fed and reports under the node's name."""
+    import hashlib
+
+    from mpicluster.remote import relay
+
+    code = remote.source("relay")
+    folder = tmp_path / f"in {ODD}"
+    folder.mkdir(mode=0o700)
+    data = b"pack" * 1000
+    expected = hashlib.sha256(data).hexdigest()
+    for index, value in enumerate(v for v in hostile(marker) if "\x00" not in v):
+        dest = str(folder / f"{index}.tar.gz")
+        tree = {"node": value, "children": []}
+        command = relay.remote_command(code, dest, expected, tree)
+        words = shlex.split(command)
+        assert words == [
+            "/usr/bin/python3",
+            "-c",
+            relay.BOOT,
+            code,
+            dest,
+            expected,
+            json.dumps(tree),
+        ]
+        done = subprocess.run(
+            ["/bin/sh", "-c", command], input=data, capture_output=True, check=False, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        (line,) = done.stdout.decode().splitlines()
+        report = json.loads(line)
+        assert (report["node"], report["ok"], report["error"]) == (value, True, "")
+        assert Path(dest).read_bytes() == data
+    assert not marker.exists()

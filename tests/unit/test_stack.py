@@ -403,3 +403,27 @@ def test_the_mirror_is_tried_first_for_every_kind_of_file(tmp_path, monkeypatch)
     got = cache.ensure(_openmpi_with_debian_alternate(tmp_path), lambda m: None)
     assert got.path.name == "openmpi_4.1.4.orig.tar.xz"
     assert tools.calls == []  # neither pip nor apt-get was needed
+
+
+def test_the_relay_plan_is_a_tree_in_the_plan_order():
+    from mpicluster.stack.distribute import depth, tree
+
+    assert tree([]) is None
+    assert tree(["a"]) == {"node": "a", "children": []}
+    chain = tree(["a", "b", "c"], fan_out=1)
+    assert chain == {
+        "node": "a",
+        "children": [{"node": "b", "children": [{"node": "c", "children": []}]}],
+    }
+    nodes = [f"n{i}" for i in range(32)]
+    plan = tree(nodes)
+    seen, stack = [], [plan]
+    while stack:
+        entry = stack.pop()
+        seen.append(entry["node"])
+        assert len(entry["children"]) <= 2
+        stack += entry["children"]
+    assert sorted(seen) == sorted(nodes) and len(seen) == 32  # each node once
+    assert plan["node"] == "n0" and [c["node"] for c in plan["children"]] == ["n1", "n2"]
+    assert depth(plan) == 5 and depth(tree(nodes, fan_out=1)) == 31
+    assert depth(tree([f"n{i}" for i in range(200)])) == 7
