@@ -125,7 +125,8 @@ def report_of(child):
             reported[entry["node"]] = entry
     child["errors"].seek(0)
     said = child["errors"].read().decode("utf-8", "replace").splitlines()
-    why = child["why"] or next((line.strip() for line in reversed(said) if line.strip()), "")
+    # what ssh said (it cannot resolve, reach or log in) tells more than a broken pipe
+    why = next((line.strip() for line in reversed(said) if line.strip()), "") or child["why"]
     if not why and proc is not None:
         why = "exit %s" % proc.returncode
     lines = []

@@ -147,8 +147,9 @@ def _group_spec(
     spec: dict[str, Any] = {
         "artifact": str(group.artifact),
         "builder": group.builder,  # None: installed from the artifact cache
-        # how the pack reaches the nodes that install it (None: no node does)
-        "relay": distribute.tree(group.install),
+        # how the pack reaches the nodes that install it (None: no node does); the
+        # builder has the tree already
+        "relay": distribute.tree([n for n in group.install if n != group.builder]),
         "wheelhouse": str(house.path),
         "sources": {
             name: {"path": str(files[name]), "filename": source.filename, "version": source.version}

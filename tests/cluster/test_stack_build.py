@@ -134,6 +134,9 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
     assert "Compile Open MPI" not in done.stderr and "Compile NCCL" not in done.stderr
     assert "Build mpi4py" in done.stderr
     result = json.loads(done.stdout)
+    # node1 built it; node2 got the pack from the control machine and passed it on
+    log = Path(result["log"]).read_text()
+    assert '\\"node\\": \\"node3\\", \\"ok\\": true' in log, log[-3000:]
     smoke = result["smoke"]
     assert smoke["ok"], smoke
     version = build["openmpi"]["version"]
