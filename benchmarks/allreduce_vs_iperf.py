@@ -37,6 +37,16 @@ NAME, SUBNET = "bench-net", "192.168.61.0/24"
 ELEMENTS = 8388608  # 64 MiB of doubles
 SMOKE = "/etc/mpicluster/smoke/allreduce.py"
 
+BUFFERS = ["--mca", "btl_tcp_sndbuf", "4194304", "--mca", "btl_tcp_rcvbuf", "4194304"]
+RING = [
+    "--mca",
+    "coll_tuned_use_dynamic_rules",
+    "1",
+    "--mca",
+    "coll_tuned_allreduce_algorithm",
+    "4",
+]
+
 #: (label, mpirun options): the settings tried on top of the environment `up` writes.
 VARIANTS = [
     ("as up writes it", []),
@@ -58,6 +68,9 @@ VARIANTS = [
             "4",
         ],
     ),
+    ("buffers 4 MiB + links 2", [*BUFFERS, "--mca", "btl_tcp_links", "2"]),
+    ("buffers 4 MiB + ring", [*BUFFERS, *RING]),
+    ("buffers 4 MiB + links 2 + ring", [*BUFFERS, "--mca", "btl_tcp_links", "2", *RING]),
     (
         "allreduce: recursive doubling",
         [
