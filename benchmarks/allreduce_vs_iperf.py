@@ -38,50 +38,30 @@ ELEMENTS = 8388608  # 64 MiB of doubles
 SMOKE = "/etc/mpicluster/smoke/allreduce.py"
 
 BUFFERS = ["--mca", "btl_tcp_sndbuf", "4194304", "--mca", "btl_tcp_rcvbuf", "4194304"]
-RING = [
-    "--mca",
-    "coll_tuned_use_dynamic_rules",
-    "1",
-    "--mca",
-    "coll_tuned_allreduce_algorithm",
-    "4",
-]
+
+
+def allreduce_algorithm(number: int) -> list[str]:
+    """Open MPI's tuned allreduce forced to one algorithm (3: recursive doubling, 4: ring)."""
+    return [
+        "--mca", "coll_tuned_use_dynamic_rules", "1",
+        "--mca", "coll_tuned_allreduce_algorithm", str(number),
+    ]  # fmt: skip
+
+
+RING = allreduce_algorithm(4)
 
 #: (label, mpirun options): the settings tried on top of the environment `up` writes.
 VARIANTS = [
     ("as up writes it", []),
-    (
-        "btl_tcp_sndbuf/rcvbuf 4 MiB",
-        ["--mca", "btl_tcp_sndbuf", "4194304", "--mca", "btl_tcp_rcvbuf", "4194304"],
-    ),
+    ("btl_tcp_sndbuf/rcvbuf 4 MiB", BUFFERS),
     ("btl_tcp_links 2", ["--mca", "btl_tcp_links", "2"]),
     ("btl_tcp_links 4", ["--mca", "btl_tcp_links", "4"]),
     ("btl_tcp_max_send_size 1 MiB", ["--mca", "btl_tcp_max_send_size", "1048576"]),
-    (
-        "allreduce: ring",
-        [
-            "--mca",
-            "coll_tuned_use_dynamic_rules",
-            "1",
-            "--mca",
-            "coll_tuned_allreduce_algorithm",
-            "4",
-        ],
-    ),
+    ("allreduce: ring", RING),
     ("buffers 4 MiB + links 2", [*BUFFERS, "--mca", "btl_tcp_links", "2"]),
     ("buffers 4 MiB + ring", [*BUFFERS, *RING]),
     ("buffers 4 MiB + links 2 + ring", [*BUFFERS, "--mca", "btl_tcp_links", "2", *RING]),
-    (
-        "allreduce: recursive doubling",
-        [
-            "--mca",
-            "coll_tuned_use_dynamic_rules",
-            "1",
-            "--mca",
-            "coll_tuned_allreduce_algorithm",
-            "3",
-        ],
-    ),
+    ("allreduce: recursive doubling", allreduce_algorithm(3)),
 ]
 
 

@@ -75,6 +75,7 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
     meta/argument_specs.yml)."""
     key = ensure_cluster_key(inventory.cluster)
     layout = Layout.of(inventory)
+    footprint = layout.footprint(inventory.cluster)
     node_slots = hostfile.slots(inventory, cores)
     nodes = []
     for node in inventory.nodes:
@@ -94,8 +95,8 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
     return {
         "mpicluster_cluster": inventory.cluster,
         "mpicluster_layout": layout.as_vars(),
-        "mpicluster_footprint": layout.footprint(inventory.cluster),
-        "mpicluster_applied_watch": applied.watched(layout.footprint(inventory.cluster)),
+        "mpicluster_footprint": footprint,
+        "mpicluster_applied_watch": applied.watched(footprint),
         "mpicluster_nodes": nodes,
         "mpicluster_env_vars": mpi_environment(inventory.network),
         "mpicluster_env_script": layout.shell_exports(mpi_environment(inventory.network)),
