@@ -8,7 +8,9 @@ nodes when the stack wants CUDA) and, with the stack and sources sections of
 
   - the first `up` (for a source stack: installed from the artifact cache, no build);
   - --repeat no-op `up`s (the fast path: one probe per node, then the smoke test);
-  - `up --full` (every task runs and changes nothing, then the smoke test);
+  - `up --full` (every task runs and changes nothing, then the smoke test), and with
+    --free once more under Ansible's `free` strategy (ANSIBLE_STRATEGY=free: each node
+    runs its tasks without waiting for the others; measured, not what `up` uses);
 
 and the bytes this machine sent into the cluster's network during each (the tx
 counter of the network's bridge: node-to-node traffic never passes it). Tears the
@@ -46,9 +48,9 @@ def bridge_tx() -> int:
     return int(Path(f"/sys/class/net/{device}/statistics/tx_bytes").read_text())
 
 
-def up(inventory: Path, *options: str) -> tuple[float, int, dict]:
+def up(inventory: Path, *options: str, env: dict | None = None) -> tuple[float, int, dict]:
     before, started = bridge_tx(), time.monotonic()
-    done = mpicluster("up", str(inventory), "--json", *options, check=False, timeout=3600)
+    done = mpicluster("up", str(inventory), "--json", *options, check=False, timeout=3600, env=env)
     seconds, sent = time.monotonic() - started, bridge_tx() - before
     if done.returncode != 0:
         sys.stderr.write(done.stderr[-3000:])
@@ -62,12 +64,16 @@ def main() -> None:
     parser.add_argument("--stack-from", type=Path, help="an inventory with a warm cache")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="leave the cluster up")
+    parser.add_argument(
+        "--free", action="store_true", help="also time up --full under Ansible's free strategy"
+    )
     args = parser.parse_args()
     sections = {"stack": {"install": "packages"}}
     if args.stack_from:
         given = yaml.safe_load(args.stack_from.read_text())
         sections = {"stack": given["stack"], "sources": given["sources"]}
-    cuda = ["--cuda"] if sections["stack"].get("install", "source") == "source" else []
+    # CUDA nodes for a stack built on them (the test suite's: gpus_present false)
+    cuda = ["--cuda"] if "gpus_present" in sections["stack"] else []
     work = Path(tempfile.mkdtemp(prefix=f"{NAME}-"))
     generated, inventory = work / "generated.yaml", work / "inventory.yaml"
     mpicluster("local", "down", "--name", NAME, check=False)
@@ -96,6 +102,10 @@ def main() -> None:
             f"  up --full         {seconds:6.1f} s   control sent {sent / 1e6:8.1f} MB"
             f"   ({changes} change(s))"
         )
+        if args.free:
+            seconds, _, free = up(inventory, "--full", env={"ANSIBLE_STRATEGY": "free"})
+            changes = sum(h["changed"] for h in free["hosts"].values())
+            print(f"  up --full, free   {seconds:6.1f} s   ({changes} change(s))")
         slowest = max(first["hosts"].values(), key=lambda h: h["seconds"])["stages"]
         top = sorted(slowest.items(), key=lambda item: -item[1])[:4]
         print("  first up, slowest node's stages: " + ", ".join(f"{k} {v} s" for k, v in top))
