@@ -173,6 +173,21 @@ def hosts_yaml(
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def runner_env(run_dir: Path, bin_dir: str) -> dict[str, str]:
+    """The environment ansible-runner starts ansible-playbook with.
+
+    Unless told otherwise, ansible-runner turns Ansible's host key checking off through
+    the environment, which outranks ansible.cfg: Ansible then puts an option switching
+    ssh's strict checking off on every ssh command line (after ours, so ssh still
+    checked, but only by the order of its options). Set here, Ansible checks too."""
+    return {
+        "ANSIBLE_CONFIG": str(run_dir / "ansible.cfg"),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+
+
 def ansible_cfg(inventory: Inventory, playbooks: Path) -> str:
     forks = max(5, min(100, len(inventory.nodes)))
     return f"""\
@@ -250,11 +265,7 @@ def run_playbook(
     cancel = threading.Event()
     started = time.monotonic()
     bin_dir = str(Path(sys.executable).parent)
-    envvars = {
-        "ANSIBLE_CONFIG": str(run_dir / "ansible.cfg"),
-        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
+    envvars = runner_env(run_dir, bin_dir)
     cmdline = f"-e @{shlex.quote(str(run_dir / 'vars.yml'))}"
     thread, runner = ansible_runner.run_async(
         private_data_dir=str(run_dir / "runner"),

@@ -22,6 +22,8 @@ import sys
 import mpicluster_applied
 
 MAX_TEXT = 65536
+#: Seconds apt-cache may take (the probe as a whole has 60).
+APT_TIMEOUT = 40
 #: Where programs are looked up: the node's own PATH may be the very thing that is broken.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -74,13 +76,19 @@ def os_release():
 
 
 def gcc_version():
-    """The gcc a build here uses: the installed one, else the one apt would install."""
+    """(version, error): the gcc a build here uses (the installed one, else the one apt
+    would install; None: neither), or why neither could be read.
+
+    apt-cache builds its package cache on first use: slow on a node under load, so it
+    has longer; a version not read must not pass for "no gcc" (another fingerprint)."""
     code, out, _ = run(["dpkg-query", "-W", "-f", "${Version}", "gcc"])
     if code == 0 and out.strip():
-        return out.strip()
-    _, policy, _ = run(["apt-cache", "policy", "gcc"])
+        return out.strip(), None
+    code, policy, err = run(["apt-cache", "policy", "gcc"], timeout=APT_TIMEOUT)
+    if code is None:
+        return None, "apt-cache policy gcc did not answer: " + (err.strip() or "no output")
     match = re.search(r"Candidate:\s*(\S+)", policy)
-    return match.group(1) if match and match.group(1) != "(none)" else None
+    return (match.group(1) if match and match.group(1) != "(none)" else None), None
 
 
 def cuda_version(cuda_home):
@@ -214,13 +222,15 @@ def applied(record_path):
 
 
 def node_facts(prefix, cuda_home, with_gpus=True):
+    gcc, gcc_error = gcc_version()
     return {
         "nproc": os.cpu_count() or 1,
         "os": os_release(),
         "arch": platform.machine(),
         "python": "%d.%d" % sys.version_info[:2],
         "glibc": platform.libc_ver()[1],
-        "gcc": gcc_version(),
+        "gcc": gcc,
+        "gcc_error": gcc_error,
         "cuda": cuda_version(cuda_home),
         "gpus": gpus() if with_gpus else None,
         "current": current_stack(prefix),

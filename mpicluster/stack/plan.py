@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpicluster.errors import UsageError
+from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.inventory import Inventory
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
 from mpicluster.stack.lockfile import Source
@@ -49,6 +49,13 @@ def plan(
                 f"{node.name}: the inventory says {node.gpus} GPU(s) but there is no CUDA "
                 f"toolkit at {inventory.stack.cuda_home}",
                 hint="install CUDA there, or set stack.cuda_home",
+            )
+        if node_facts.get("gcc_error"):
+            raise MpiclusterError(
+                f"{node.name}: which gcc a build would use could not be read "
+                f"({node_facts['gcc_error']}); it is part of the stack's fingerprint, so "
+                "nothing was changed",
+                hint="run this again (a node under heavy load answers slowly)",
             )
         platform = platform_of(node_facts, inventory, node.gpus)
         fp, document = fingerprint(

@@ -62,3 +62,28 @@ def test_generated_run_inputs_do_not_bypass_host_keys(tmp_path, monkeypatch):
             if generated.is_file():
                 assert bypasses(generated.read_text()) == [], generated
         assert bypasses(command) == []
+
+
+def test_ansible_runner_is_not_left_to_switch_host_key_checking_off(tmp_path):
+    """ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless told; the real
+    RunnerConfig, given the environment `up` passes, keeps it on."""
+    from ansible_runner.config.runner import RunnerConfig
+
+    from mpicluster.ansible_run import runner_env
+
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "site.yml").write_text("- hosts: all\n  tasks: []\n")
+    config = RunnerConfig(
+        private_data_dir=str(tmp_path),
+        project_dir=str(tmp_path / "project"),
+        playbook="site.yml",
+        envvars=runner_env(tmp_path, "/usr/bin"),
+        suppress_env_files=True,
+    )
+    config.prepare()
+    assert config.env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
+    bare = RunnerConfig(
+        private_data_dir=str(tmp_path), project_dir=str(tmp_path / "project"), playbook="site.yml"
+    )
+    bare.prepare()
+    assert bare.env["ANSIBLE_HOST_KEY_CHECKING"] == "False"  # what it does when not told

@@ -226,6 +226,22 @@ def test_gpu_nodes_without_cuda_are_refused(tmp_path):
         plan(inv, {"g": FACTS}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path)
 
 
+def test_a_gcc_version_the_probe_could_not_read_is_refused_not_fingerprinted(tmp_path):
+    """Seen on 32 loaded nodes: apt-cache timed out on 30 of them, their gcc read as
+    "none", and a second fingerprint sent a warm cluster to build the whole stack."""
+    inv = parse_inventory("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n")
+    slow = FACTS | {"gcc": None, "gcc_error": "apt-cache policy gcc did not answer: timed out"}
+    with pytest.raises(MpiclusterError, match=r"^b: which gcc .*timed out.*nothing was changed"):
+        plan(
+            inv, {"a": FACTS, "b": slow}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path
+        )
+    none = FACTS | {"gcc": None, "gcc_error": None}  # no gcc to be had: a fingerprint of its own
+    groups = plan(
+        inv, {"a": FACTS, "b": none}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path
+    )
+    assert len(groups) == 2
+
+
 def test_recipe_digest_covers_existing_role_files():
     from mpicluster.stack.fingerprint import recipe_digest
 
