@@ -53,7 +53,7 @@ def up(inventory: Path, *options: str, env: dict | None = None) -> tuple[float, 
     done = mpicluster("up", str(inventory), "--json", *options, check=False, timeout=3600, env=env)
     seconds, sent = time.monotonic() - started, bridge_tx() - before
     if done.returncode != 0:
-        sys.stderr.write(done.stderr[-3000:])
+        sys.stderr.write(done.stderr[-3000:] + "\n" + done.stdout[-3000:])
         raise SystemExit(f"up {' '.join(options)} failed ({done.returncode})")
     return seconds, sent, json.loads(done.stdout)
 
