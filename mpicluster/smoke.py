@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mpicluster import layout, nccl_tests, remote, ssh_failures, transport
+from mpicluster.doctor import pairs
 from mpicluster.inventory import Inventory, Node
 from mpicluster.layout import Layout
 from mpicluster.mpi_settings import mpirun_network_args
@@ -28,6 +29,8 @@ from mpicluster.text import last_line
 
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
 PAIR_TIMEOUT = 10
+#: Logins a node has open at once in the ssh matrix (the peers' sshd see about as many).
+PAIR_WORKERS = 4
 #: The GPU runs (NCCL's setup across nodes takes a while before the first size).
 GPU_KINDS = ("nccl-tests", "cuda", "torch")
 GPU_TIMEOUT = 300
@@ -159,12 +162,26 @@ def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
     )
 
 
+def peer_order(names: list[str]) -> dict[str, list[str]]:
+    """Each node's peers in round-robin order, itself last: in round r node i logs in to
+    node i+r, so with a few logins at once per node every sshd sees a few at a time.
+    (The same list on every node sent all N logins into node1's sshd at once: beyond its
+    MaxStartups, 10 by default, sshd drops them; seen on 32 local nodes.)"""
+    return {name: [*targets, name] for name, targets in pairs.plan(names, all_pairs=True).items()}
+
+
 def env_matrix(inventory: Inventory, lay: Layout) -> list[PairResult]:
     names = [n.name for n in inventory.nodes]
-    spec = json.dumps({"peers": names, "timeout": PAIR_TIMEOUT})
-    command = f"{remote.PYTHON} - {shlex.quote(spec)}"
+    order = peer_order(names)
+
+    def command(node: Node) -> str:
+        spec = {"peers": order[node.name], "timeout": PAIR_TIMEOUT, "workers": PAIR_WORKERS}
+        return f"{remote.PYTHON} - {shlex.quote(json.dumps(spec))}"
+
+    # logins run PAIR_WORKERS at a time: give a large cluster's rounds time to finish
+    timeout = PAIR_TIMEOUT * 3 + 30 + len(names) // 2
     results = transport.run_everywhere(
-        inventory, command, stdin=remote.script("smoke/env_probe"), timeout=PAIR_TIMEOUT * 3 + 30
+        inventory, command, stdin=remote.script("smoke/env_probe"), timeout=timeout
     )
     pairs: list[PairResult] = []
     for source in names:

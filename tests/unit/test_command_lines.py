@@ -50,7 +50,7 @@ REGISTRY = {
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
     "mpicluster.node_facts:gather": "test_node_facts_command",
     "mpicluster.remote.relay:remote_command": "test_relay_command_runs_intact_under_sh",
-    "mpicluster.smoke:env_matrix": "test_smoke_env_matrix_command",
+    "mpicluster.smoke:env_matrix.command": "test_smoke_env_matrix_command",
     "mpicluster.smoke:mpirun_command": "test_smoke_commands_split_back",
     "mpicluster.smoke:run_allreduce": "test_smoke_commands_split_back",
     "mpicluster.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
@@ -588,7 +588,8 @@ def test_smoke_env_matrix_command(tmp_path, monkeypatch):
     monkeypatch.setattr(transport, "run_everywhere", fake)
     inv = inventory(tmp_path)
     smoke.env_matrix(inv, Layout.of(inv))
-    words = shlex.split(commands[0])
+    (node,) = inv.nodes
+    words = shlex.split(commands[0](node))
     assert words[:2] == [remote.PYTHON, "-"] and len(words) == 3
     assert json.loads(words[2])["peers"] == ["n1"]
 

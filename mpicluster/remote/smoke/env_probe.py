@@ -1,14 +1,16 @@
 """From this node, ssh to every peer in a non-interactive shell and report what it sees.
 
-Sent over the control connection (`python3 - PEERS_JSON`), stdlib only. For each
-peer it prints PATH, LD_LIBRARY_PATH and `command -v mpirun` as the peer's
-non-interactive shell has them, which is exactly what mpirun's ssh launch gets.
+Sent over the control connection (`python3 - SPEC_JSON`: the peers in the order to
+try them, the timeout, how many logins at once), stdlib only. For each peer it prints
+PATH, LD_LIBRARY_PATH and `command -v mpirun` as the peer's non-interactive shell has
+them, which is exactly what mpirun's ssh launch gets.
 """
 
 import json
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 REMOTE = (
@@ -18,7 +20,11 @@ REMOTE = (
 )
 
 
-def probe(peer, timeout):
+#: What ssh prints when sshd dropped the connection before authentication (MaxStartups).
+TRANSIENT = ("connection closed by", "connection reset", "kex_exchange_identification")
+
+
+def probe(peer, timeout, attempts=2):
     # A fresh connection (no ControlMaster reuse): a multiplexed session would show the
     # environment of the connection's first login, not what a new login gets now.
     ssh = shutil.which("ssh") or "/usr/bin/ssh"
@@ -46,6 +52,10 @@ def probe(peer, timeout):
         )
     except subprocess.TimeoutExpired:
         return {"peer": peer, "rc": None, "stderr": "timed out", "env": {}}
+    lowered = done.stderr.lower()
+    if done.returncode == 255 and attempts > 1 and any(t in lowered for t in TRANSIENT):
+        time.sleep(0.2)  # a burst sshd dropped: once more
+        return probe(peer, timeout, attempts - 1)
     env = {}
     for line in done.stdout.splitlines():
         key, sep, value = line.partition("=")
@@ -56,7 +66,8 @@ def probe(peer, timeout):
 
 def main():
     spec = json.loads(sys.argv[1])
-    with ThreadPoolExecutor(max_workers=min(32, max(1, len(spec["peers"])))) as pool:
+    workers = min(spec.get("workers", 4), max(1, len(spec["peers"])))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda p: probe(p, spec["timeout"]), spec["peers"]))
     sys.stdout.write(json.dumps(results) + "\n")
 
