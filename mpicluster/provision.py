@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
 
 from mpicluster import applied, exitcodes, hostfile, node_facts, remote
@@ -17,7 +17,7 @@ from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.cluster_key import cluster_dir, ensure_cluster_key
 from mpicluster.errors import MpiclusterError
 from mpicluster.inventory import Inventory
-from mpicluster.layout import Layout
+from mpicluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR, Layout
 from mpicluster.mpi_settings import mpi_environment
 from mpicluster.names import is_ip
 from mpicluster.smoke import SmokeReport, run_smoke
@@ -99,22 +99,35 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         "mpicluster_applied_watch": applied.watched(footprint),
         "mpicluster_nodes": nodes,
         "mpicluster_env_vars": mpi_environment(inventory.network),
-        "mpicluster_env_script": layout.shell_exports(mpi_environment(inventory.network)),
         "mpicluster_cluster_key": str(key.private_path),
         "mpicluster_cluster_pubkey": key.public_line,
-        "mpicluster_smoke_src": str(remote.SMOKE),
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
-        "mpicluster_hostfiles": {
-            PurePosixPath(path).name: text for path, text in hostfile.rendered(node_slots).items()
-        },
-        "mpicluster_cluster_json": {
-            "cluster": inventory.cluster,
-            "install": inventory.stack.install,
-            "prefix": inventory.stack.prefix,
-            "network": inventory.network.selector or "",
-            "nodes": [{k: n[k] for k in ("name", "ip", "gpus", "slots")} for n in nodes],
-        },
+        "mpicluster_config_files": config_files(inventory, layout, node_slots, nodes),
     }
+
+
+def config_files(
+    inventory: Inventory, lay: Layout, node_slots: dict[str, int], nodes: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """What the hostfiles role writes on every node (one module call, changed files only):
+    the hostfiles, the environment for users' scripts, cluster.json, the smoke programs."""
+    described = {
+        "cluster": inventory.cluster,
+        "install": inventory.stack.install,
+        "prefix": inventory.stack.prefix,
+        "network": inventory.network.selector or "",
+        "nodes": [{k: n[k] for k in ("name", "ip", "gpus", "slots")} for n in nodes],
+    }
+    texts = {
+        **hostfile.rendered(node_slots),
+        ENV_FILE: lay.shell_exports(mpi_environment(inventory.network)),
+        # as Ansible's to_nice_json wrote it before
+        CLUSTER_JSON: json.dumps(described, indent=4, sort_keys=True, separators=(",", ": "))
+        + "\n",
+    }
+    for program in sorted(remote.SMOKE.glob("*.py")):
+        texts[f"{SMOKE_DIR}/{program.name}"] = program.read_text(encoding="utf-8")
+    return [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
 
 
 #: Clusters whose lock this process holds: taking it again (`down --node` provisions the
