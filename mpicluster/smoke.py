@@ -2,7 +2,10 @@
 
 (a) From every node to every node, a non-interactive `ssh peer` must see the MPI
     bin directory in PATH, the library directory in LD_LIBRARY_PATH, and `mpirun`
-    resolving to the managed install: a node x node matrix.
+    resolving to the managed install: a node x node matrix. Above pairs.SAMPLE_ABOVE
+    nodes each node logs in to its ring neighbour, a seeded sample and itself (every
+    node's environment is seen through a fresh login; doctor judges every pair's
+    trust from the nodes' files); `--all-pairs` keeps the whole N x N.
 (b) An MPI allreduce across all nodes, launched from the head node with
     `mpirun --hostfile`, exact result checked at several sizes, timings reported
     (then Horovod's, when the stack has it).
@@ -99,6 +102,9 @@ class SmokeReport:
     horovod: AllreduceResult | None = None
     #: None when the inventory lists no GPUs.
     gpu: GpuSmoke | None = None
+    #: The matrix tried a ring and a seeded sample, not every pair (then: the seed).
+    sampled: bool = False
+    seed: int | None = None
 
     @property
     def matrix_ok(self) -> bool:
@@ -122,28 +128,37 @@ class SmokeReport:
             "allreduce": asdict(self.allreduce) if self.allreduce else None,
             "horovod": asdict(self.horovod) if self.horovod else None,
             "gpu": self.gpu.to_dict() if self.gpu else None,
+            "sampled": self.sampled,
+            "seed": self.seed,
             "seconds": self.seconds,
         }
 
 
-def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
+def run_smoke(inventory: Inventory, on_progress=None, *, all_pairs: bool = False) -> SmokeReport:
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
     lay = Layout.of(inventory)
-    progress(
-        f"Smoke test: ssh env from every node to every node ({len(inventory.nodes)}"
-        f"x{len(inventory.nodes)})"
-    )
-    pairs = env_matrix(inventory, lay)
+    count = len(inventory.nodes)
+    sampled = pairs.is_sampled(count, all_pairs)
+    seed = pairs.seed_for(inventory.cluster) if sampled else None
+    if sampled:
+        progress(
+            f"Smoke test: ssh env from every node to its ring neighbour, {pairs.PER_NODE - 1} "
+            f"sampled nodes and itself ({count} nodes, seed {seed}; --all-pairs for "
+            f"{count}x{count})"
+        )
+    else:
+        progress(f"Smoke test: ssh env from every node to every node ({count}x{count})")
+    tried = env_matrix(inventory, lay, peer_order([n.name for n in inventory.nodes], seed))
     allreduce = horovod = gpu = None
-    if all(p.ok for p in pairs):
+    if all(p.ok for p in tried):
         progress("Smoke test: MPI allreduce across all nodes (mpi4py)")
         allreduce = run_allreduce(inventory, lay)
         if allreduce.ok and lay.install == "source" and inventory.stack.horovod.enabled:
             progress("Smoke test: Horovod allreduce across all nodes (PyTorch)")
             horovod = run_allreduce(inventory, lay, kind="horovod")
     else:
-        bad = sum(not p.ok for p in pairs)
+        bad = sum(not p.ok for p in tried)
         allreduce = AllreduceResult(
             ok=False,
             head=inventory.nodes[0].name,
@@ -154,53 +169,59 @@ def run_smoke(inventory: Inventory, on_progress=None) -> SmokeReport:
         gpu = run_gpu_smoke(inventory, lay, allreduce, progress)
     return SmokeReport(
         [n.name for n in inventory.nodes],
-        pairs,
+        tried,
         allreduce,
         time.monotonic() - started,
         horovod,
         gpu,
+        sampled,
+        seed,
     )
 
 
-def peer_order(names: list[str]) -> dict[str, list[str]]:
+def peer_order(names: list[str], seed: int | None = None) -> dict[str, list[str]]:
     """Each node's peers in round-robin order, itself last: in round r node i logs in to
     node i+r, so with a few logins at once per node every sshd sees a few at a time.
     (The same list on every node sent all N logins into node1's sshd at once: beyond its
-    MaxStartups, 10 by default, sshd drops them; seen on 32 local nodes.)"""
-    return {name: [*targets, name] for name, targets in pairs.plan(names, all_pairs=True).items()}
+    MaxStartups, 10 by default, sshd drops them; seen on 32 local nodes.) With a seed:
+    doctor's plan of a ring and a seeded sample (every pair when there are few nodes)."""
+    plan = pairs.plan(names, all_pairs=seed is None, seed=seed or 0)
+    return {name: [*targets, name] for name, targets in plan.items()}
 
 
-def env_matrix(inventory: Inventory, lay: Layout) -> list[PairResult]:
+def env_matrix(inventory: Inventory, lay: Layout, order: dict[str, list[str]]) -> list[PairResult]:
     names = [n.name for n in inventory.nodes]
-    order = peer_order(names)
 
     def command(node: Node) -> str:
         spec = {"peers": order[node.name], "timeout": PAIR_TIMEOUT, "workers": PAIR_WORKERS}
         return f"{remote.PYTHON} - {shlex.quote(json.dumps(spec))}"
 
     # logins run PAIR_WORKERS at a time: give a large cluster's rounds time to finish
-    timeout = PAIR_TIMEOUT * 3 + 30 + len(names) // 2
+    timeout = PAIR_TIMEOUT * 3 + 30 + max(len(peers) for peers in order.values()) // 2
     results = transport.run_everywhere(
         inventory, command, stdin=remote.script("smoke/env_probe"), timeout=timeout
     )
-    pairs: list[PairResult] = []
+    judged: list[PairResult] = []
     for source in names:
         result = results[source]
         if not result.ok:
             reason = result.error or last_line(result.stderr) or f"exited {result.exit_code}"
-            pairs += [
+            judged += [
                 PairResult(source, target, False, f"cannot run the probe on {source}: {reason}")
-                for target in names
+                for target in sorted(order[source], key=names.index)
             ]
             continue
         try:
             probes = {p["peer"]: p for p in json.loads(result.stdout)}
         except (json.JSONDecodeError, KeyError, TypeError):
-            pairs += [PairResult(source, t, False, f"bad probe output on {source}") for t in names]
+            judged += [
+                PairResult(source, t, False, f"bad probe output on {source}")
+                for t in sorted(order[source], key=names.index)
+            ]
             continue
-        for target in names:
-            pairs.append(_judge(source, target, probes.get(target), lay))
-    return pairs
+        for target in sorted(order[source], key=names.index):
+            judged.append(_judge(source, target, probes.get(target), lay))
+    return judged
 
 
 def _judge(source: str, target: str, probe: dict | None, lay: Layout) -> PairResult:

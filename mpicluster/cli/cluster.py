@@ -116,13 +116,23 @@ def down(
             display.success(render.down_summary(result))
 
 
-def smoke(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
+def smoke(
+    inventory: InventoryArg,
+    all_pairs: Annotated[
+        bool,
+        typer.Option(
+            "--all-pairs",
+            help="Above 8 nodes: log in from every node to every node, not a ring and a sample.",
+        ),
+    ] = False,
+    json_output: JsonOpt = False,
+) -> None:
     """Run the smoke test: node-to-node ssh env matrix and an MPI allreduce across all nodes."""
     from mpicluster.smoke import run_smoke
 
     display = Display()
     with guarded(display):
-        report = run_smoke(load_inventory(inventory), display.progress)
+        report = run_smoke(load_inventory(inventory), display.progress, all_pairs=all_pairs)
         render.show(display, report, as_json=json_output)
         if not report.ok:
             raise typer.Exit(exitcodes.SMOKE_FAILED)

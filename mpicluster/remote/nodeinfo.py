@@ -25,6 +25,10 @@ MAX_TEXT = 65536
 #: Seconds apt-cache may take (the probe as a whole has 60).
 APT_TIMEOUT = 40
 #: Where programs are looked up: the node's own PATH may be the very thing that is broken.
+#: What ssh prints when sshd dropped a connection before authentication (a burst beyond
+#: its MaxStartups, 10 by default): worth one more try, unlike a refusal.
+SSH_DROPPED = ("connection closed by", "connection reset", "kex_exchange_identification")
+
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -49,6 +53,12 @@ def run(argv, timeout=10, env=None):
         done.stdout.decode("utf-8", "replace"),
         done.stderr.decode("utf-8", "replace"),
     )
+
+
+def ssh_dropped(code, stderr):
+    """ssh exited 255 because sshd dropped the connection before authentication."""
+    lowered = stderr.lower()
+    return code == 255 and any(text in lowered for text in SSH_DROPPED)
 
 
 def read_text(path):

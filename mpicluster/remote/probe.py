@@ -36,7 +36,7 @@ import time
 
 import accessfacts
 from mpilaunch import launch
-from nodeinfo import first_existing, node_facts, read_text, run
+from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped
 
 OUT = threading.Lock()
 #: Read from a login's environment, besides the MPI settings the spec names.
@@ -62,7 +62,6 @@ SSH_OPTIONS = [
 # Fast key exchange first (the default post-quantum one costs ~10x the CPU); the
 # server still picks from what both sides allow, and old clients retry without it.
 FAST_KEX = ["-o", "KexAlgorithms=^curve25519-sha256,curve25519-sha256@libssh.org"]
-TRANSIENT = ("connection closed by", "connection reset", "kex_exchange_identification")
 
 
 def send(obj):
@@ -462,7 +461,7 @@ class Mesh:
             if self.fast_kex and "kexalgorithms" in lowered and code == 255:
                 self.fast_kex = False  # a client too old for the ^ syntax
                 continue
-            if code == 255 and attempts < 2 and any(t in lowered for t in TRANSIENT):
+            if attempts < 2 and ssh_dropped(code, err):
                 time.sleep(0.2)  # sshd's MaxStartups dropping a burst: try once more
                 continue
             if code not in (0, 255, None):

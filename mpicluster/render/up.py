@@ -96,12 +96,17 @@ def show_smoke(display: Display, report: SmokeReport) -> None:
             cells = []
             for target in nodes:
                 pair = report.pair(source, target)
-                cells.append(mark(bool(pair and pair.ok), "ok", "X"))
+                cells.append("-" if pair is None else mark(pair.ok, "ok", "X"))
             rows.append([escape(source), *cells])
         display.table("ssh env matrix (row: from, column: to)", ["from \\ to", *nodes], rows)
     else:
         good = sum(p.ok for p in report.pairs)
         display.info(f"ssh env matrix: {good}/{len(report.pairs)} pairs ok")
+    if report.sampled:
+        display.info(
+            f"ssh env matrix: {len(report.pairs)} of {len(nodes)}x{len(nodes)} pairs tried (ring "
+            f"and a sample, seed {report.seed}); `mpicluster smoke --all-pairs` tries every pair"
+        )
     for pair in report.pairs:
         if not pair.ok:
             display.error(f"{pair.source} -> {pair.target}: {pair.problem}")

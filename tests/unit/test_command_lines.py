@@ -587,7 +587,7 @@ def test_smoke_env_matrix_command(tmp_path, monkeypatch):
 
     monkeypatch.setattr(transport, "run_everywhere", fake)
     inv = inventory(tmp_path)
-    smoke.env_matrix(inv, Layout.of(inv))
+    smoke.env_matrix(inv, Layout.of(inv), smoke.peer_order([n.name for n in inv.nodes]))
     (node,) = inv.nodes
     words = shlex.split(commands[0](node))
     assert words[:2] == [remote.PYTHON, "-"] and len(words) == 3

@@ -1,7 +1,8 @@
 """From this node, ssh to every peer in a non-interactive shell and report what it sees.
 
 Sent over the control connection (`python3 - SPEC_JSON`: the peers in the order to
-try them, the timeout, how many logins at once), stdlib only. For each peer it prints
+try them, the timeout, how many logins at once), stdlib only (and nodeinfo, which
+remote.script sends with it). For each peer it prints
 PATH, LD_LIBRARY_PATH and `command -v mpirun` as the peer's non-interactive shell has
 them, which is exactly what mpirun's ssh launch gets.
 """
@@ -13,15 +14,13 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from nodeinfo import ssh_dropped
+
 REMOTE = (
     'printf "HOSTNAME=%s\\n" "$(hostname)"; printf "PATH=%s\\n" "$PATH"; '
     'printf "LD_LIBRARY_PATH=%s\\n" "${LD_LIBRARY_PATH-}"; '
     'printf "MPIRUN=%s\\n" "$(command -v mpirun)"'
 )
-
-
-#: What ssh prints when sshd dropped the connection before authentication (MaxStartups).
-TRANSIENT = ("connection closed by", "connection reset", "kex_exchange_identification")
 
 
 def probe(peer, timeout, attempts=2):
@@ -52,8 +51,7 @@ def probe(peer, timeout, attempts=2):
         )
     except subprocess.TimeoutExpired:
         return {"peer": peer, "rc": None, "stderr": "timed out", "env": {}}
-    lowered = done.stderr.lower()
-    if done.returncode == 255 and attempts > 1 and any(t in lowered for t in TRANSIENT):
+    if attempts > 1 and ssh_dropped(done.returncode, done.stderr):
         time.sleep(0.2)  # a burst sshd dropped: once more
         return probe(peer, timeout, attempts - 1)
     env = {}
