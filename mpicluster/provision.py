@@ -36,6 +36,8 @@ class UpResult:
     #: skipped; "full": they ran (`why`: what the probes found, or --full).
     path: str = "full"
     why: str = ""
+    #: Seconds until every node's probe had answered (and the stack was planned).
+    probe_seconds: float = 0.0
 
     @property
     def exit_code(self) -> int:
@@ -58,6 +60,7 @@ class UpResult:
             "seconds": round(self.seconds, 1),
             "path": self.path,
             "why": self.why,
+            "probe_seconds": round(self.probe_seconds, 1),
             "hosts": {},
             "smoke": None,
         }
@@ -208,6 +211,7 @@ def _provision(
         facts,
         sorted(set(stack.builders) | set(stack.installers)),
     )
+    result.probe_seconds = time.monotonic() - started
     if full:
         result.why = "--full"
     elif not verdict.unchanged:
