@@ -1,8 +1,9 @@
 """doctor on 16 nodes with its default settings: the mesh logs in on a ring and a seeded
 sample, and judges every other pair from both nodes' facts. One pair broken is still
-found and named, whether or not it was among the logins.
+found and named, whether or not it was among the logins. The smoke test's ssh matrix
+samples the same way, and still finds the one node whose environment is wrong.
 
-Marked `doctor_scale` (on demand): 16 Podman nodes, about 10 minutes on 2 cores.
+Marked `doctor_scale` (on demand): 16 Podman nodes, about 16 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -110,3 +111,34 @@ def test_one_broken_pair_is_found_with_the_default_settings(
         podman_exec(NAME, node, f"cat {SAVED}/file > {path}")
     code, report = doctor(inventory)
     assert (code, problems(report)) == (0, {}), json.dumps(report)[-4000:]
+
+
+def smoke(inventory: Path, *args: str) -> tuple[int, dict]:
+    done = mpicluster("smoke", str(inventory), "--json", *args, check=False, timeout=900)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_the_smoke_matrix_samples_and_still_finds_one_node_with_another_mpirun(inventory):
+    code, report = smoke(inventory)
+    tried = {(p["source"], p["target"]) for p in report["pairs"]}
+    assert (code, report["sampled"]) == (0, True), json.dumps(report)[-3000:]
+    assert len(tried) == COUNT * (pairs.PER_NODE + 1)  # not 16 x 16
+    assert {t for _, t in tried} == set(NODES) and all((n, n) in tried for n in NODES)
+    # another mpirun ahead of the managed one in node7's PATH (/usr/local/bin comes first)
+    podman_exec(
+        NAME,
+        "node7",
+        "printf '#!/bin/sh\\n' > /usr/local/bin/mpirun; chmod +x /usr/local/bin/mpirun",
+    )
+    try:
+        code, report = smoke(inventory)
+        bad = {(p["source"], p["target"]): p["problem"] for p in report["pairs"] if not p["ok"]}
+        assert code == 5, json.dumps(report)[-3000:]
+        assert set(bad) == {(s, t) for s, t in tried if t == "node7"}, bad
+        assert all("/usr/local/bin/mpirun" in problem for problem in bad.values()), bad
+        assert report["allreduce"]["problem"].startswith("not run")
+    finally:
+        podman_exec(NAME, "node7", "rm -f /usr/local/bin/mpirun")
+    code, report = smoke(inventory, "--all-pairs")
+    assert (code, report["sampled"], len(report["pairs"])) == (0, False, COUNT * COUNT)
