@@ -56,18 +56,18 @@ def bridge() -> str:
     return next(line.split()[1] for line in out.splitlines() if f" {GATEWAY}/" in line)
 
 
-def counting_rule(action: str) -> list[str]:
+def counting_rule(action: str, device: str) -> list[str]:
     """An OUTPUT rule with no target: it only counts what this machine sends out."""
-    return ["iptables", action, "OUTPUT", "-o", bridge(), "-m", "comment", "--comment", COMMENT]
+    return ["iptables", action, "OUTPUT", "-o", device, "-m", "comment", "--comment", COMMENT]
 
 
-def sent_bytes() -> tuple[int, int]:
+def sent_bytes(device: str) -> tuple[int, int]:
     """(this machine's own bytes into the cluster's network, the bridge's tx bytes)."""
     out = subprocess.run(
         ["iptables", "-L", "OUTPUT", "-v", "-x", "-n"], capture_output=True, text=True, check=True
     ).stdout
     own = sum(int(line.split()[1]) for line in out.splitlines() if COMMENT in line)
-    return own, int(Path(f"/sys/class/net/{bridge()}/statistics/tx_bytes").read_text())
+    return own, int(Path(f"/sys/class/net/{device}/statistics/tx_bytes").read_text())
 
 
 def children_cpu() -> float:
@@ -76,9 +76,10 @@ def children_cpu() -> float:
 
 
 def up(inventory: Path, *options: str, env: dict | None = None) -> tuple[float, tuple, dict]:
-    before, started, cpu = sent_bytes(), time.monotonic(), children_cpu()
+    device = bridge()
+    before, started, cpu = sent_bytes(device), time.monotonic(), children_cpu()
     done = mpicluster("up", str(inventory), "--json", *options, check=False, timeout=3600, env=env)
-    seconds, after = time.monotonic() - started, sent_bytes()
+    seconds, after = time.monotonic() - started, sent_bytes(device)
     # mpicluster, ansible-playbook, its workers and their ssh clients: all waited for
     cpu = children_cpu() - cpu
     if done.returncode != 0:
@@ -122,7 +123,8 @@ def main() -> None:
     data = yaml.safe_load(generated.read_text())
     data.update(sections)
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-    subprocess.run(counting_rule("-I"), check=True)
+    device = bridge()
+    subprocess.run(counting_rule("-I", device), check=True)
     try:
         seconds, sent, first = up(inventory)
         print(f"{args.nodes} nodes, stack {sections['stack'].get('install', 'source')}")
@@ -144,7 +146,7 @@ def main() -> None:
         top = sorted(slowest.items(), key=lambda item: -item[1])[:4]
         print("  first up, slowest node's stages: " + ", ".join(f"{k} {v} s" for k, v in top))
     finally:
-        subprocess.run(counting_rule("-D"), check=False)
+        subprocess.run(counting_rule("-D", device), check=False)
         if not args.keep:
             mpicluster("local", "down", "--name", NAME, check=False)
 

@@ -102,9 +102,12 @@ class SmokeReport:
     horovod: AllreduceResult | None = None
     #: None when the inventory lists no GPUs.
     gpu: GpuSmoke | None = None
-    #: The matrix tried a ring and a seeded sample, not every pair (then: the seed).
-    sampled: bool = False
+    #: The seed of the matrix's ring and sample; None when it tried every pair.
     seed: int | None = None
+
+    @property
+    def sampled(self) -> bool:
+        return self.seed is not None
 
     @property
     def matrix_ok(self) -> bool:
@@ -139,9 +142,8 @@ def run_smoke(inventory: Inventory, on_progress=None, *, all_pairs: bool = False
     started = time.monotonic()
     lay = Layout.of(inventory)
     count = len(inventory.nodes)
-    sampled = pairs.is_sampled(count, all_pairs)
-    seed = pairs.seed_for(inventory.cluster) if sampled else None
-    if sampled:
+    seed = pairs.seed_for(inventory.cluster) if pairs.is_sampled(count, all_pairs) else None
+    if seed is not None:
         progress(
             f"Smoke test: ssh env from every node to its ring neighbour, {pairs.PER_NODE - 1} "
             f"sampled nodes and itself ({count} nodes, seed {seed}; --all-pairs for "
@@ -174,7 +176,6 @@ def run_smoke(inventory: Inventory, on_progress=None, *, all_pairs: bool = False
         time.monotonic() - started,
         horovod,
         gpu,
-        sampled,
         seed,
     )
 
@@ -204,23 +205,21 @@ def env_matrix(inventory: Inventory, lay: Layout, order: dict[str, list[str]]) -
     judged: list[PairResult] = []
     for source in names:
         result = results[source]
+        targets = [name for name in names if name in order[source]]  # in inventory order
         if not result.ok:
             reason = result.error or last_line(result.stderr) or f"exited {result.exit_code}"
             judged += [
                 PairResult(source, target, False, f"cannot run the probe on {source}: {reason}")
-                for target in sorted(order[source], key=names.index)
+                for target in targets
             ]
             continue
         try:
             probes = {p["peer"]: p for p in json.loads(result.stdout)}
         except (json.JSONDecodeError, KeyError, TypeError):
-            judged += [
-                PairResult(source, t, False, f"bad probe output on {source}")
-                for t in sorted(order[source], key=names.index)
-            ]
+            bad = f"bad probe output on {source}"
+            judged += [PairResult(source, target, False, bad) for target in targets]
             continue
-        for target in sorted(order[source], key=names.index):
-            judged.append(_judge(source, target, probes.get(target), lay))
+        judged += [_judge(source, target, probes.get(target), lay) for target in targets]
     return judged
 
 

@@ -24,11 +24,10 @@ import mpicluster_applied
 MAX_TEXT = 65536
 #: Seconds apt-cache may take (the probe as a whole has 60).
 APT_TIMEOUT = 40
-#: Where programs are looked up: the node's own PATH may be the very thing that is broken.
 #: What ssh prints when sshd dropped a connection before authentication (a burst beyond
 #: its MaxStartups, 10 by default): worth one more try, unlike a refusal.
 SSH_DROPPED = ("connection closed by", "connection reset", "kex_exchange_identification")
-
+#: Where programs are looked up: the node's own PATH may be the very thing that is broken.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 

@@ -30,7 +30,6 @@ options:
     description: owner and group of every folder and file written
 """
 
-import grp
 import os
 import pwd
 import signal
@@ -108,10 +107,9 @@ def main():
     params = module.params
     try:
         user = pwd.getpwnam(params["owner"])
-        gid = grp.getgrgid(user.pw_gid).gr_gid
     except KeyError:
         module.fail_json(msg="no user %s on this node" % params["owner"])
-    uid, check = user.pw_uid, module.check_mode
+    uid, gid, check = user.pw_uid, user.pw_gid, module.check_mode
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupted)
     written = []
