@@ -42,7 +42,18 @@ from mpicluster.doctor import pairs as pair_plan  # noqa: E402
 
 NAME, SUBNET, NODES = "bench", "192.168.66.0/24", 32
 SIZES = (4, 16, 32)
-NO_MESH = ["ssh", "env", "names", "ports", "interfaces", "versions", "gpus", "clock", "disk"]
+NO_MESH = [
+    "ssh",
+    "env",
+    "names",
+    "ports",
+    "interfaces",
+    "fabric",
+    "versions",
+    "gpus",
+    "clock",
+    "disk",
+]
 
 
 def run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 3600):

@@ -19,7 +19,7 @@ def doctor(
         typer.Option(
             "--check",
             help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
-            "versions, gpus, clock, disk, hostfile, launch.",
+            "fabric, versions, gpus, clock, disk, hostfile, launch.",
             show_default=False,
         ),
     ] = None,
@@ -61,7 +61,8 @@ def doctor(
 
     Checks: ssh (control machine to nodes), mesh (node-to-node ssh), env (non-interactive
     PATH, /etc/environment), names (resolution, 127.0.1.1), ports (TCP between nodes),
-    interfaces, versions (same MPI build everywhere), gpus, clock, disk, hostfile; then
+    interfaces, fabric (InfiniBand/RoCE/EFA ports and whether MPI and NCCL use them),
+    versions (same MPI build everywhere), gpus, clock, disk, hostfile; then
     launch: MPI started for real, on each node alone and across nodes, each failure put
     on its node and explained from what mpirun printed and the other checks saw.
 

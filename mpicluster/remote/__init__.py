@@ -23,7 +23,7 @@ SMOKE = HERE / "smoke"
 #: Ansible's module_utils folder for playbooks/library.
 MODULE_UTILS = HERE / "module_utils"
 #: Helper modules a shipped program may import (here, or in module_utils/).
-LIBRARIES = ("nodeinfo", "mpilaunch", "accessfacts", "mpicluster_applied")
+LIBRARIES = ("nodeinfo", "mpilaunch", "accessfacts", "fabricfacts", "mpicluster_applied")
 #: Absolute: the node's PATH may be the very thing to repair.
 PYTHON = "/usr/bin/python3"
 

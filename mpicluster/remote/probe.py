@@ -35,6 +35,7 @@ import threading
 import time
 
 import accessfacts
+import fabricfacts
 from mpilaunch import launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped
 
@@ -359,6 +360,7 @@ def gather(spec):
             "environment_file": read_text(layout["environment_file"]),
             "resolve": resolved,
             "interfaces": interfaces(),
+            "fabric": fabricfacts.fabric(layout["mpi_bin"], os.environ),
             "neighbour": neighbour_limits(),
             "disk": disk(disk_paths),
             "files": files,

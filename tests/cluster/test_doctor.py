@@ -111,6 +111,7 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
         "names",
         "ports",
         "interfaces",
+        "fabric",
         "versions",
         "gpus",
         "clock",
@@ -128,6 +129,15 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
     mesh = next(c for c in report["checks"] if c["name"] == "mesh")
     assert {r["node"] for r in mesh["results"]} == set(NODES)
     assert all("2 of 2 peers" in r["evidence"] for r in mesh["results"])
+    # no RDMA device on these nodes; Debian's Open MPI (read by its ompi_info) has UCX
+    check = next(c for c in report["checks"] if c["name"] == "fabric")
+    fabric = {r["node"]: r["evidence"] for r in check["results"]}
+    assert set(fabric) == set(NODES)
+    assert all(
+        e.startswith("no RDMA devices: MPI and NCCL use TCP sockets (Open MPI has ")
+        and "pml:ucx" in e
+        for e in fabric.values()
+    ), fabric
 
     table = mpicluster("doctor", str(inventory), timeout=600)
     for name in ("ssh", "mesh", "env", "names", "ports", "versions", "hostfile"):

@@ -246,6 +246,12 @@ def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
     assert (code, problems(report)) == (0, set()), json.dumps(report, indent=1)[-6000:]
     versions = next(c for c in report["checks"] if c["name"] == "versions")
     assert all(f"Open MPI {version} (fingerprint " in r["evidence"] for r in versions["results"])
+    # the fabric check read the built Open MPI's components with its own ompi_info
+    fabric = next(c for c in report["checks"] if c["name"] == "fabric")
+    assert all(
+        "no RDMA devices" in r["evidence"] and "Open MPI has " in r["evidence"]
+        for r in fabric["results"]
+    ), fabric
     launch = next(c for c in report["checks"] if c["name"] == "launch")
     across = next(r for r in launch["results"] if r["node"] is None)
     assert (

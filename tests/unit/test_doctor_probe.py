@@ -72,6 +72,8 @@ def test_probe_conversation_facts_listener_and_peers():
         assert "lo" in facts["interfaces"]
         assert facts["neighbour"] == _neighbour_limits()
         assert facts["ssh"]["key"] is False and facts["gpus"] is None
+        # no RDMA device here and no Open MPI at the layout's bin: nothing looked up
+        assert facts["fabric"] == {"devices": [], "mpi": None, "verbs": None, "nccl_plugins": None}
         port = facts["port"]
         assert isinstance(port, int) and port > 1023
 
@@ -133,7 +135,7 @@ def test_probe_launches_report_output_exit_codes_and_end_a_hang_with_its_group(t
             "timeout": 10,
         },
         {"id": 1, "argv": ["sh", "-c", "echo failing >&2; exit 3"], "timeout": 10},
-        {"id": 2, "argv": ["sh", "-c", f"sleep 300 & echo $! > {pidfile}; wait"], "timeout": 1},
+        {"id": 2, "argv": ["sh", "-c", f"sleep 300 & echo $! > {pidfile}; wait"], "timeout": 4},
         {"id": 3, "argv": ["/nonexistent/mpirun"], "timeout": 10},
     ]
     message = {"launch": {"items": items, "workers": 4, "budget": 30}}
