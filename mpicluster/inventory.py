@@ -185,6 +185,15 @@ class OpenMPI(Source):
     _cuda = field_validator("cuda", mode="before")(_true_false_auto)
 
 
+class Ucx(Source):
+    #: Build UCX into the stack and Open MPI with it (pml ucx: InfiniBand and RoCE):
+    #: true, false, or "auto" (when any node has an RDMA device; every node then gets the
+    #: same build, since ranks that pick different PMLs cannot talk).
+    enabled: bool | Literal["auto"] = "auto"
+
+    _enabled = field_validator("enabled", mode="before")(_true_false_auto)
+
+
 class NCCL(Source):
     #: GPU architectures to build for, as compute capabilities ("9.0"); empty: those present.
     cuda_archs: list[Annotated[str, Field(pattern=r"^[0-9]{1,2}\.[0-9]a?$")]] = []
@@ -230,6 +239,7 @@ class Stack(_Model):
     #: stack for nccl.cuda_archs, skip the nvidia-smi check and the GPU smoke test.
     gpus_present: bool = True
     openmpi: OpenMPI = OpenMPI()
+    ucx: Ucx = Ucx()
     nccl: NCCL = NCCL()
     nccl_tests: NcclTests = NcclTests()
     mpi4py: Mpi4py = Mpi4py()
@@ -501,7 +511,7 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
         )
     if torch.nccl == "stack" and torch.cuda is False:
         add(("stack", "pytorch", "nccl"), "stack needs a CUDA build of PyTorch (cuda is false)")
-    for component in ("openmpi", "nccl", "nccl_tests", "mpi4py", "horovod"):
+    for component in ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod"):
         spec = getattr(inv.stack, component)
         loc = ("stack", component)
         if spec.sha256 and not spec.url:

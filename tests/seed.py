@@ -38,6 +38,15 @@ def openmpi_orig(version: str, downloads: Path = DOWNLOADS) -> tuple[Source, Pat
     return debian, SourceCache(downloads).ensure(debian, _progress).path
 
 
+def debian_orig(component: str, version: str, downloads: Path = DOWNLOADS) -> dict[str, str]:
+    """A component's Debian orig tarball (the lockfile's Debian alternate; the upstream
+    release file is not reachable from these machines), as the inventory's override."""
+    pinned = resolve(component, version, None, None)
+    debian = next(v for v in pinned.alternates if isinstance(v.origin, Debian))
+    path = SourceCache(downloads).ensure(debian, _progress).path
+    return {"version": version, "url": str(path), "sha256": debian.sha256}
+
+
 def pypi_sdist(name: str, version: str, downloads: Path = DOWNLOADS) -> Path:
     return SourceCache(downloads).ensure(resolve(name, version, None, None), _progress).path
 

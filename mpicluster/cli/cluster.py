@@ -155,6 +155,7 @@ def fetch(
     from mpicluster.stack.fingerprint import Platform
     from mpicluster.stack.prepare import fetch as fetch_sources
     from mpicluster.stack.prepare import platforms
+    from mpicluster.stack.sources import ucx_wanted
 
     display = Display()
     with guarded(display):
@@ -164,9 +165,14 @@ def fetch(
             return
         if python:
             wanted = [Platform.for_wheels(python, arch)]
+            # nodes not asked: UCX too unless the inventory turns it off
+            ucx = inv.stack.ucx.enabled is not False
         else:
-            wanted = list(platforms(inv, node_facts.gather(inv)).values())
-        render.show(display, fetch_sources(inv, wanted, display.progress), as_json=json_output)
+            facts = node_facts.gather(inv)
+            wanted = list(platforms(inv, facts).values())
+            ucx = ucx_wanted(inv, facts)
+        fetched = fetch_sources(inv, wanted, display.progress, ucx=ucx)
+        render.show(display, fetched, as_json=json_output)
 
 
 def hostfile(

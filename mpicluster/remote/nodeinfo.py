@@ -230,6 +230,14 @@ def applied(record_path):
     return mpicluster_applied.check(record_path, home)
 
 
+def rdma_devices():
+    """The node's RDMA devices (InfiniBand, RoCE, EFA), as the kernel lists them."""
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []
+
+
 def node_facts(prefix, cuda_home, with_gpus=True):
     gcc, gcc_error = gcc_version()
     return {
@@ -242,6 +250,7 @@ def node_facts(prefix, cuda_home, with_gpus=True):
         "gcc_error": gcc_error,
         "cuda": cuda_version(cuda_home),
         "gpus": gpus() if with_gpus else None,
+        "rdma": rdma_devices(),
         "current": current_stack(prefix),
         "stack_users": stack_users(prefix),
     }

@@ -26,6 +26,7 @@ RECIPE_FILES = (
     "build_deps/tasks/main.yml",
     "stack_build/defaults/main.yml",
     "stack_build/tasks/build.yml",
+    "stack_build/tasks/ucx.yml",
     "stack_build/tasks/openmpi.yml",
     "stack_build/tasks/openmpi_cuda.yml",
     "stack_build/tasks/nccl.yml",

@@ -32,7 +32,7 @@ import yaml
 from mpicluster.errors import UsageError
 from mpicluster.paths import package_data
 
-COMPONENTS = ("openmpi", "nccl", "nccl_tests", "mpi4py", "horovod")
+COMPONENTS = ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod")
 
 
 class LockfileError(UsageError):

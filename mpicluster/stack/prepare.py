@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
-from mpicluster.errors import MpiclusterError
+from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
 from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
@@ -68,12 +68,14 @@ def fetch(
     platforms: Iterable[Platform],
     progress: Progress,
     *,
+    ucx: bool,
     offline: bool = False,
 ) -> FetchResult:
-    """Every source and wheelhouse the inventory needs, verified, in the cache."""
+    """Every source and wheelhouse the inventory needs (UCX's where `ucx`), verified, in
+    the cache."""
     cache = cache_of(inventory)
     files = {}
-    for source in sources.needed(inventory):
+    for source in sources.needed(inventory, ucx):
         files[source.component] = cache.ensure(source, progress, offline=offline)
     houses = {}
     wanted = wheels.requirements(
@@ -94,7 +96,19 @@ def prepare(
     *,
     offline: bool = False,
 ) -> StackPlan:
-    fetched = fetch(inventory, platforms(inventory, facts).values(), progress, offline=offline)
+    ucx = sources.ucx_wanted(inventory, facts)
+    cuda_aware = sources.cuda_aware_nodes(inventory, facts)
+    if ucx and cuda_aware:
+        raise UsageError(
+            f"stack.ucx.enabled: true, but Open MPI is built CUDA-aware on "
+            f"{', '.join(cuda_aware)} and mpicluster builds UCX without CUDA so far: "
+            "pml ucx would be handed GPU buffers it cannot read",
+            hint="set stack.ucx.enabled: auto or false (MPI over TCP; NCCL still uses "
+            "InfiniBand/RoCE by itself), or stack.openmpi.cuda: false",
+        )
+    fetched = fetch(
+        inventory, platforms(inventory, facts).values(), progress, ucx=ucx, offline=offline
+    )
     cached, houses = fetched.files, fetched.houses
     files = {name: entry.path for name, entry in cached.items()}
     needed = [entry.source for entry in cached.values()]  # the files actually used
@@ -161,6 +175,15 @@ def _group_spec(
             cuda_home=cuda_home if cuda_aware else None,
             fortran=stack.openmpi.fortran,
             extra=list(stack.openmpi.configure_args),
+            ucx="ucx" in by_name,
+        ),
+        "ucx": (
+            {
+                "version": by_name["ucx"].version,
+                "configure_args": recipe.ucx_configure_args(stack_dir),
+            }
+            if "ucx" in by_name
+            else None
         ),
         "cuda_aware": cuda_aware,
         "openmpi_cuda": (

@@ -31,7 +31,9 @@ def openmpi_configure_args(
     cuda_home: str | None,
     fortran: bool,
     extra: list[str],
+    ucx: bool = False,
 ) -> list[str]:
+    """`ucx`: the stack has UCX, installed into `prefix` before Open MPI."""
     major = _major(source)
     args = [f"--prefix={prefix}"]
     # mpirun passes --prefix to remote daemons, so a node finds Open MPI even when a
@@ -47,7 +49,34 @@ def openmpi_configure_args(
         args.append(f"--with-cuda={cuda_home}")
     else:
         args.append("--without-cuda")
+    # spelled out both ways: configure picks up a UCX it finds on the builder by itself
+    # (a libucx-dev installed for something else), which the fingerprint would not know
+    args.append(f"--with-ucx={prefix}" if ucx else "--without-ucx")
     return [*args, *extra]
+
+
+def ucx_configure_args(prefix: str) -> list[str]:
+    """UCX's configure (run as contrib/configure-release: no logging, debug, assertions
+    or parameter checks, as UCX's own release builds). Verbs and rdmacm are built
+    against rdma-core's headers (the build role installs them), so the InfiniBand and
+    RoCE transports are there for nodes that have the hardware; TCP, shared memory and
+    self always are. No NUMA library (UCX 1.15 dropped it too), no Go or Java bindings,
+    no BFD backtraces. No CUDA yet: UCX's CUDA transports need NVML's header and
+    library at build time, which a CUDA toolkit without the driver lacks (`up` refuses
+    UCX beside a CUDA-aware Open MPI)."""
+    return [
+        f"--prefix={prefix}",
+        "--without-go",
+        "--without-java",
+        "--disable-doxygen-doc",
+        "--without-bfd",
+        "--disable-numa",
+        "--without-knem",
+        "--without-xpmem",
+        "--with-verbs",
+        "--with-rdmacm",
+        "--without-cuda",
+    ]
 
 
 #: Open MPI 5.x's components that link libcuda (DSOs; ompi's config/opal_mca.m4): on a

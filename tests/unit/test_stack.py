@@ -17,6 +17,7 @@ from mpicluster.stack.cache import ChecksumMismatch, SourceCache
 from mpicluster.stack.fingerprint import fingerprint, platform_of
 from mpicluster.stack.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.stack.plan import plan
+from mpicluster.stack.prepare import prepare
 
 FACTS = {
     "nproc": 2,
@@ -158,14 +159,21 @@ def test_openmpi_configure_args_follow_the_series():
         "--enable-mpirun-prefix-by-default",
         "--disable-mpi-fortran",
         "--without-cuda",
+        "--without-ucx",
     ]
     args5 = recipe.openmpi_configure_args(
-        five, "/p", cuda_home="/usr/local/cuda", fortran=True, extra=["--disable-io-romio"]
+        five,
+        "/p",
+        cuda_home="/usr/local/cuda",
+        fortran=True,
+        extra=["--disable-io-romio"],
+        ucx=True,
     )
     assert args5 == [
         "--prefix=/p",
         "--enable-prte-prefix-by-default",
         "--with-cuda=/usr/local/cuda",
+        "--with-ucx=/p",
         "--disable-io-romio",
     ]
     # 5.x's --with-cuda-libdir is found on the builder, from these places
@@ -190,6 +198,43 @@ def _inventory(extra: str = "") -> object:
     return parse_inventory(
         "cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n" + extra
     )
+
+
+def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
+    auto = _inventory()
+    plain = {"a": FACTS | {"rdma": []}, "b": FACTS, "c": FACTS}
+    assert sources.ucx_wanted(auto, plain) is False
+    # one node with an InfiniBand HCA: the whole cluster gets UCX (one PML for all ranks)
+    assert sources.ucx_wanted(auto, plain | {"b": FACTS | {"rdma": ["mlx5_0"]}}) is True
+    assert sources.ucx_wanted(_inventory("stack: {ucx: {enabled: true}}\n"), plain) is True
+    off = _inventory("stack: {ucx: {enabled: false}}\n")
+    assert sources.ucx_wanted(off, {"b": FACTS | {"rdma": ["mlx5_0"]}}) is False
+    assert "ucx" not in [s.component for s in sources.needed(auto)]
+    with_ucx = sources.needed(auto, ucx=True)
+    ucx = next(s for s in with_ucx if s.component == "ucx")
+    assert (ucx.version, ucx.filename) == ("1.13.1", "ucx-1.13.1.tar.gz")
+    debian = ucx.alternates[0]
+    assert (debian.filename, debian.sha256[:8]) == ("ucx_1.13.1.orig.tar.xz", "1a88e09c")
+    # UCX is in the fingerprint: a build with it is another build
+    platform = platform_of(FACTS, auto, 0)
+    assert (
+        fingerprint(platform, with_ucx, auto, "w", "r")[0]
+        != fingerprint(platform, sources.needed(auto), auto, "w", "r")[0]
+    )
+    args = recipe.ucx_configure_args("/p")
+    assert args[0] == "--prefix=/p"
+    assert {"--with-verbs", "--with-rdmacm", "--disable-numa", "--without-cuda"} <= set(args)
+    # a CUDA-aware build (GPU nodes with CUDA) keeps "auto" from choosing UCX
+    gpus = parse_inventory("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b, gpus: 1}\n")
+    cuda = {"a": FACTS | {"cuda": "12.4", "rdma": ["mlx5_0"]}, "b": FACTS | {"cuda": "12.4"}}
+    assert sources.cuda_aware_nodes(gpus, cuda) == ["a", "b"]
+    assert sources.ucx_wanted(gpus, cuda) is False
+    # asked for beside a CUDA-aware Open MPI: refused before anything is fetched or built
+    asked = parse_inventory(
+        "cluster: t\nnodes:\n  - {name: a, gpus: 1}\nstack: {ucx: {enabled: true}}\n"
+    )
+    with pytest.raises(UsageError, match="CUDA-aware on a and mpicluster builds UCX without"):
+        prepare(asked, {"a": cuda["a"]}, lambda message: None)
 
 
 def test_same_platform_same_fingerprint_and_options_change_it():

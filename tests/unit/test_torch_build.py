@@ -117,7 +117,9 @@ def test_pytorch_options_are_validated_and_enter_the_fingerprint():
 
 def test_doctors_probe_reads_which_nccl_pytorch_loads_from_the_files(tmp_path, monkeypatch):
     # the probe runs on nodes beside nodeinfo.py, which it imports as a top-level module
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "mpicluster" / "remote"))
+    remote = Path(__file__).parents[2] / "mpicluster" / "remote"
+    monkeypatch.syspath_prepend(str(remote / "module_utils"))  # nodeinfo's own import
+    monkeypatch.syspath_prepend(str(remote))
     import probe
 
     stack = tmp_path / "stacks" / "f1"
