@@ -344,6 +344,21 @@ def program_argv(inventory: Inventory, lay: Layout, kind: str) -> list[str]:
     return [*program, *map(str, SIZES[kind])]
 
 
+#: Runs whose mpirun asks Open MPI to say which PML each rank selected: the transport
+#: that carried the allreduce (ob1: Open MPI's own BTLs, TCP between nodes without a
+#: fast fabric; ucx: UCX, InfiniBand or RoCE where the nodes have it).
+PML_REPORTED = frozenset({"mpi4py", "cuda"})
+PML_VERBOSE = ("--mca", "pml_base_verbose", "10")
+#: pml_base_select.c's lines at that level ("[node1:123] select: component ob1 selected").
+PML_SELECTED = re.compile(r"select: component (\w+) selected")
+PML_CHATTER = re.compile(r"\] (select: |selected \w+ best priority)")
+
+
+def selected_pmls(output: str) -> list[str]:
+    """The PMLs the ranks selected (one, unless ranks disagree)."""
+    return sorted(set(PML_SELECTED.findall(output)))
+
+
 def mpirun_command(
     inventory: Inventory, lay: Layout, major: int, user: str, kind: str = "mpi4py"
 ) -> str:
@@ -356,6 +371,8 @@ def mpirun_command(
     if user == "root":
         parts.append("--allow-run-as-root")
     parts += mpirun_network_args(inventory.network, major)
+    if kind in PML_REPORTED:
+        parts += PML_VERBOSE
     parts += program_argv(inventory, lay, kind)
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -381,7 +398,8 @@ def run_allreduce(
     result = transport.run_on(
         inventory, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
     )
-    output = (result.stdout + "\n" + result.stderr).strip()
+    said = result.stdout + "\n" + result.stderr
+    output = "\n".join(x for x in said.splitlines() if not PML_CHATTER.search(x)).strip()
     base = AllreduceResult(
         False,
         head.name,
@@ -399,7 +417,11 @@ def run_allreduce(
         return base
     expected = gpu_nodes(inventory) if kind in GPU_KINDS else inventory.nodes
     judge = judge_nccl_tests if kind == "nccl-tests" else judge_report
-    return judge(base, result.exit_code, result.stdout, output, expected)
+    judged = judge(base, result.exit_code, result.stdout, output, expected)
+    pmls = selected_pmls(said) if kind in PML_REPORTED else []
+    if pmls:
+        judged.details["pml"] = ",".join(pmls)
+    return judged
 
 
 HUNG_CAUSE = {

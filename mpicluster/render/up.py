@@ -148,12 +148,23 @@ def _show_allreduce(display: Display, run: AllreduceResult) -> None:
             ["elements", "size", "time (ms)", "algbw (GB/s)", "busbw (GB/s)", "result"],
             rows,
         )
-        for line in _gpu_facts(run):
+        for line in [*_transport(run), *_gpu_facts(run)]:
             display.info(line)
     else:
         display.error(f"{title} from {run.head}: {run.problem}", run.cause)
         if run.output_tail:
             display.detail(run.output_tail)
+
+
+def _transport(run: AllreduceResult) -> list[str]:
+    """Which of Open MPI's PMLs carried the run, as its ranks said."""
+    pml = run.details.get("pml")
+    if not pml:
+        return []
+    what = {"ob1": "Open MPI's own BTLs: TCP between nodes", "ucx": "UCX"}.get(pml)
+    if "," in pml:
+        what = "ranks selected different PMLs: they cannot all talk"
+    return [f"  carried by pml {pml}" + (f" ({what})" if what else "")]
 
 
 def _exact(exact: bool | None) -> str:

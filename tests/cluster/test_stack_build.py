@@ -142,6 +142,7 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
     version = build["openmpi"]["version"]
     assert smoke["allreduce"]["ranks"] == 3
     assert f"Open MPI v{version}" in smoke["allreduce"]["library"]
+    assert smoke["allreduce"]["details"]["pml"] == "ob1"  # built --without-ucx
     hvd = smoke["horovod"]
     assert hvd["ok"] and hvd["ranks"] == 3
     assert sorted(set(hvd["hosts"])) == ["node1", "node2", "node3"]

@@ -48,6 +48,9 @@ def test_up_provisions_and_verifies_keeping_unrelated_lines(cluster, inventory):
     run = smoke["allreduce"]
     assert run["ranks"] == 3 and sorted(set(run["hosts"])) == NODES
     assert [r["exact"] for r in run["sizes"]] == [True] * 4
+    # the ranks said which PML carried it: Debian's Open MPI has UCX's, which declines
+    # without an RDMA device, so Open MPI's own ob1 (over TCP between these nodes)
+    assert run["details"]["pml"] == "ob1", run
 
     environment = cluster.ssh("node1", "cat /etc/environment").stdout
     assert environment.startswith(ENV_SEED)

@@ -140,6 +140,7 @@ def test_the_cuda_and_torch_programs_and_a_non_root_open_mpi_4_user():
     assert line == (
         f"{PREFIX}/bin/mpirun --hostfile /etc/mpicluster/hostfile -np 4 --map-by slot "
         "--mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 "
+        "--mca pml_base_verbose 10 "
         f"{PREFIX}/libexec/mpicluster/cuda_allreduce 1 1024 1048576 16777216"
     )
     assert "--allow-run-as-root" not in line
@@ -161,6 +162,29 @@ nodes:
     assert " --host g1:2,g2:4 -np 6 --map-by slot " in line and "--hostfile" not in line
     # rank 0 runs on the first GPU node: the rendezvous is there, not on the head
     assert "/torch_allreduce.py 10.0.0.11 29500 " in line
+
+
+def test_the_ranks_say_which_pml_carried_the_run():
+    """pml_base_verbose 10's lines (as Open MPI 5.0.7's pml_base_select.c writes them) give
+    the selected PML; they are left out of what a failure shows."""
+    lines = [
+        "[node1:4211] select: initializing pml component ucx",
+        "[node1:4211] select: init returned failure for component ucx",
+        "[node1:4211] select: initializing pml component ob1",
+        "[node1:4211] select: init returned priority 20",
+        "[node1:4211] selected ob1 best priority 20",
+        "[node1:4211] select: component ob1 selected",
+        "[node2:977] select: component ob1 selected",
+    ]
+    assert smoke.selected_pmls("\n".join(lines)) == ["ob1"]
+    assert smoke.selected_pmls(lines[-1] + "\n[node3:5] select: component ucx selected") == [
+        "ob1",
+        "ucx",
+    ]
+    assert not any(smoke.PML_CHATTER.search(x) is None for x in lines[1:])
+    assert smoke.PML_CHATTER.search("[node1:4211] mpi4py: rank 0 failed") is None
+    assert " --mca pml_base_verbose 10 " in command("mpi4py")
+    assert "pml_base_verbose" not in command("nccl-tests") + command("torch")
 
 
 def test_the_cpu_runs_keep_one_rank_per_slot_of_every_node():
