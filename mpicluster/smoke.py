@@ -349,9 +349,11 @@ def program_argv(inventory: Inventory, lay: Layout, kind: str) -> list[str]:
 #: fast fabric; ucx: UCX, InfiniBand or RoCE where the nodes have it).
 PML_REPORTED = frozenset({"mpi4py", "cuda"})
 PML_VERBOSE = ("--mca", "pml_base_verbose", "10")
-#: pml_base_select.c's lines at that level ("[node1:123] select: component ob1 selected").
+#: pml_base_select.c's lines at that level ("[node1:123] select: component ob1 selected");
+#: the framework's own (about 25 lines a rank: "mca: base: components_open: ...") and the
+#: peers' check come with them. None of it belongs in what a failure shows.
 PML_SELECTED = re.compile(r"select: component (\w+) selected")
-PML_CHATTER = re.compile(r"\] (select: |selected \w+ best priority)")
+PML_CHATTER = re.compile(r"\] (select: |selected \w+ best priority|mca: base: |check:select: )")
 
 
 def selected_pmls(output: str) -> list[str]:
