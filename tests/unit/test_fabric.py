@@ -213,6 +213,40 @@ def test_active_infiniband_with_an_open_mpi_without_ucx_warns_mpi_runs_over_tcp(
     assert "--with-ucx" in fixes(report, "node1")
 
 
+def test_a_parameter_file_that_turns_ucx_off_is_named_with_its_line():
+    """Debian's openmpi-mca-params.conf says `pml = ^ucx`: the component is built (ompi_info
+    lists it) but never selected, and MPI runs over TCP on an InfiniBand cluster."""
+    ib = node_fabric(port())
+
+    def tweak(all_facts):
+        for name in NODES:
+            all_facts[name]["fabric"] = ib
+            all_facts[name]["access"] = {}
+        all_facts["node1"]["access"]["mca_files"] = {
+            "/etc/openmpi/openmpi-mca-params.conf": [
+                ["btl", "^uct,openib,ofi", 3],
+                ["pml", "^ucx", 4],
+            ]
+        }
+        # a login's environment wins over every file
+        all_facts["node2"]["access"]["mca_files"] = {
+            "/etc/openmpi/openmpi-mca-params.conf": [["pml", "^ucx", 4]]
+        }
+        all_facts["node2"]["access"]["mca_env"] = {"OMPI_MCA_pml": "ucx"}
+        all_facts["node3"]["access"]["mca_env"] = {"OMPI_MCA_pml": "ob1"}
+
+    report = check.check(gathered(tweak=tweak))
+    bad = {(r.node, str(r.status)) for r in report.results if r.status != Status.PASS}
+    assert bad == {("node1", "warn"), ("node3", "warn")}
+    assert (
+        "has pml ucx, but /etc/openmpi/openmpi-mca-params.conf:4 (pml = ^ucx) turns it off"
+        in evidence(report, "node1")
+    )
+    assert "OMPI_MCA_pml in the login's environment (pml = ob1)" in evidence(report, "node3")
+    assert "take ucx out of that setting" in fixes(report, "node1")
+    assert check.allows("^ucx,cm", "ob1") and not check.allows("ob1", "ucx")
+
+
 def test_roce_without_libibverbs_names_nccl_on_gpu_nodes():
     text = inventory_text().replace("slots: 1}", "slots: 1, gpus: 8}")
     roce = port(layer="Ethernet", gbps=100.0, netdev="ens1f0")

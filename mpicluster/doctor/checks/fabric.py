@@ -98,6 +98,38 @@ def why_not_active(node: str, device: dict, port: dict) -> tuple[str, str]:
     )
 
 
+def mca_setting(facts: dict, name: str) -> tuple[str, str] | None:
+    """(value, where it is set) of Open MPI parameter `name` for a login on the node: its
+    environment first, then the user's parameter file, then the system's (Open MPI's
+    order of precedence); None where nothing sets it."""
+    access = facts.get("access") or {}
+    variable = f"OMPI_MCA_{name}"
+    env = access.get("mca_env") or {}
+    if variable in env:
+        return env[variable], f"{variable} in the login's environment"
+    files = access.get("mca_files") or {}
+    for path in sorted(files, key=lambda p: "/.openmpi/" not in p):
+        for key, value, line in files[path]:
+            if key == name:
+                return value, f"{path}:{line}"
+    return None
+
+
+def allows(value: str, component: str) -> bool:
+    """Whether an MCA selection value ("ob1", "^ucx,cm") lets `component` be used."""
+    names = [n.strip() for n in value.lstrip("^").split(",")]
+    return component not in names if value.startswith("^") else component in names
+
+
+def excluded(facts: dict, carrier: str) -> str | None:
+    """Where a parameter turns `carrier` ("pml:ucx") off, as "path:line (pml = ^ucx)"."""
+    framework, component = carrier.split(":")
+    found = mca_setting(facts, framework)
+    if found is None or allows(found[0], component):
+        return None
+    return f"{found[1]} ({framework} = {found[0]})"
+
+
 def judge(node: str, facts: dict, gpu_node: bool) -> list[Result]:
     fabric = facts.get("fabric")
     if fabric is None:
@@ -134,9 +166,25 @@ def judge(node: str, facts: dict, gpu_node: bool) -> list[Result]:
     ports_text = "; ".join(describe(d, p) for d, p in active)
     for fabric_kind in kinds:
         carriers = MPI_CARRIERS.get(fabric_kind)
-        if mpi is None or carriers is None or any(c in mpi for c in carriers):
+        if mpi is None or carriers is None:
+            continue
+        built = [c for c in carriers if c in mpi]
+        if any(excluded(facts, c) is None for c in built):
             continue
         missing = "mtl ofi" if fabric_kind == "EFA" else "pml ucx"
+        if built:
+            where = excluded(facts, built[0])
+            results.append(
+                warned(
+                    node,
+                    f"{node} has an active {fabric_kind} port and its Open MPI has "
+                    f"{built[0].replace(':', ' ')}, but {where} turns it off: MPI jobs run "
+                    "over TCP, many times slower",
+                    f"take {built[0].split(':')[1]} out of that setting on {node} (Debian's "
+                    "default openmpi-mca-params.conf turns UCX off for Ethernet-only machines)",
+                )
+            )
+            continue
         results.append(
             warned(
                 node,
