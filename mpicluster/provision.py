@@ -73,6 +73,19 @@ class UpResult:
         return data
 
 
+def rdma_host_vars(
+    inventory: Inventory, facts: dict[str, dict[str, Any]], host_vars: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """`host_vars` with `base_rdma: true` for each node that has an RDMA device: the base
+    role installs rdma-core's run-time libraries there (NCCL and UCX load libibverbs and
+    the device's provider at run time, and fall back to TCP sockets without them)."""
+    merged = {name: dict(values) for name, values in host_vars.items()}
+    for node in inventory.nodes:
+        if (facts.get(node.name) or {}).get("rdma"):
+            merged.setdefault(node.name, {})["base_rdma"] = True
+    return merged
+
+
 def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
     """The playbooks' inputs (each role declares the ones it reads in
     meta/argument_specs.yml)."""
@@ -202,8 +215,9 @@ def _provision(
         for line in describe_plan(stack):
             progress(line)
         variables |= stack.variables
+    host_vars = rdma_host_vars(inventory, facts, stack.host_vars)
     variables["mpicluster_applied_inputs"] = applied.inputs_digest(
-        inventory, variables, stack.host_vars, facts
+        inventory, variables, host_vars, facts
     )
     verdict = applied.judge(
         inventory.cluster,
@@ -242,7 +256,7 @@ def _provision(
         runs_dir=cluster_dir(inventory.cluster) / "runs",
         label="up",
         extravars=variables,
-        host_vars=stack.host_vars,
+        host_vars=host_vars,
         groups={"stack_builders": stack.builders, "stack_installers": stack.installers},
         on_event=on_event,
     )

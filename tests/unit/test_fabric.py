@@ -317,3 +317,18 @@ def test_down_port_on_roce_names_its_interface():
     report, _ = judged({n: node_fabric(polling) for n in NODES})
     assert "ens2 has no link" in evidence(report, "node1")
     assert "ip link set ens2 up" in fixes(report, "node1")
+
+
+def test_up_gives_rdma_core_to_the_nodes_that_have_an_rdma_device():
+    from mpicluster.inventory import parse_inventory
+    from mpicluster.provision import rdma_host_vars
+
+    inv = parse_inventory("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
+    facts = {"a": {"rdma": ["mlx5_0", "mlx5_1"]}, "b": {"rdma": []}, "c": {}}
+    stack_vars = {"a": {"mpicluster_stack_fingerprint": "f1"}, "b": {"x": 1}}
+    merged = rdma_host_vars(inv, facts, stack_vars)
+    assert merged == {
+        "a": {"mpicluster_stack_fingerprint": "f1", "base_rdma": True},
+        "b": {"x": 1},
+    }
+    assert "base_rdma" not in stack_vars["a"]  # the stack's own host vars are left as they were
