@@ -189,6 +189,7 @@ INTERRUPTIONS = [
 ]
 
 
+@pytest.mark.faults
 def test_up_interrupted_at_several_points_leaves_nothing_half_done(cluster, inventory):
     """Also: while an `up` runs, a second `up` or `down` refuses at once."""
     assert mpicluster("down", str(inventory), check=False).returncode == 0
@@ -216,6 +217,7 @@ def test_up_interrupted_at_several_points_leaves_nothing_half_done(cluster, inve
     assert len(up_result["smoke"]["pairs"]) == 9
 
 
+@pytest.mark.faults
 def test_a_node_killed_during_trust_and_environment_is_named_and_the_others_finish(
     cluster, inventory
 ):

@@ -32,6 +32,9 @@ from tests.cluster.test_nccl_build import ELF, PTX, fatbin_entries
 from tests.conftest import mpicluster, start_local_cluster
 
 pytestmark = pytest.mark.cluster
+#: Faults injected into a run of `up` (Ctrl-C, a container killed, a full disk): each
+#: costs runs of `up` of its own, so CI leaves them out; `pytest -m faults` runs them.
+FAULTS = pytest.mark.faults
 
 
 def on_path(cluster, node: str) -> str:
@@ -71,6 +74,7 @@ def built_components(cluster) -> list[str]:
     return sorted(done.stdout.split())
 
 
+@FAULTS
 def test_interrupted_build_leaves_nothing_on_path(build):
     cluster = build["cluster"]
     interrupt_at, _ = STOPS[build["variant"].cuda]
@@ -87,6 +91,7 @@ def test_interrupted_build_leaves_nothing_on_path(build):
     assert "openmpi" in built_components(cluster)  # kept for the next run
 
 
+@FAULTS
 def test_a_builder_lost_mid_build_is_named_and_the_next_up_keeps_what_it_built(build):
     """node1's container killed while it builds the last component: node1 named with the
     step, node2 and node3 finish trust, environment and hostfiles and say why they have
@@ -127,11 +132,16 @@ def test_a_builder_lost_mid_build_is_named_and_the_next_up_keeps_what_it_built(b
 
 def test_rerun_builds_once_installs_everywhere_and_verifies(build):
     cluster = build["cluster"]
+    # what the fault tests before it left (marker faults; CI leaves them out)
+    kept = built_components(cluster)
     done = mpicluster("up", str(build["inventory"]), "--json", check=False, timeout=3600)
     assert done.returncode == 0, done.stderr[-6000:]
     assert "build on node1, then install on node1, node2, node3" in done.stderr
-    # resumed: the components the lost builder finished are not built again
-    assert "Compile Open MPI" not in done.stderr and "Compile NCCL" not in done.stderr
+    if "openmpi" in kept:
+        # resumed: the components the lost builder finished are not built again
+        assert "Compile Open MPI" not in done.stderr and "Compile NCCL" not in done.stderr
+    else:
+        assert "Compile Open MPI" in done.stderr
     assert "Build mpi4py" in done.stderr
     result = json.loads(done.stdout)
     # node1 built it; node2 got the pack from the control machine and passed it on
@@ -328,6 +338,7 @@ def test_a_corrupted_or_truncated_artifact_is_refused_with_its_path(build, tmp_p
         assert left == "", (damage, left)
 
 
+@FAULTS
 def test_a_node_killed_during_the_copy_is_named_and_the_next_up_finishes(build):
     cluster, inventory = build["cluster"], str(build["inventory"])
     run = Started("up", inventory, "--json")
@@ -386,6 +397,7 @@ JOB = (
 )
 
 
+@FAULTS
 def test_a_full_disk_during_the_copy_names_node_and_path_and_keeps_the_active_stack(build):
     """node4's active stack made to look older: first `up` refuses to switch it under a
     running job, then (the job gone) the switch fails on a full disk and names both."""
