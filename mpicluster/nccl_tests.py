@@ -17,6 +17,31 @@ from dataclasses import asdict, dataclass, field
 #: all_reduce_perf 8 B to 128 MiB in steps of x4, one GPU per rank, results checked.
 ALL_REDUCE_ARGS = ("-b", "8", "-e", "128M", "-f", "4", "-g", "1", "-c", "1")
 
+#: What every rank gets so that NCCL says which network it chose (its INIT and NET lines).
+DEBUG_ENV = ("NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET")
+#: NCCL's own words for it (NCCL 2.27-2.29: init.cc, net_ib, net_socket), each line
+#: prefixed "host:pid:tid [rank] NCCL INFO ": "Using network IB", "NET/IB : Using
+#: [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>", "NET/Socket : Using
+#: [0]eth0:10.0.0.1<0>".
+_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
+_NET_DEVICES = re.compile(r"NCCL INFO NET/(IB|Socket) : Using (.*?)(?:; OOB .*)?\s*$")
+#: NCCL's INFO lines: what a failure shows leaves them out.
+INFO_LINE = re.compile(r" NCCL INFO ")
+
+
+def networks(text: str) -> dict[str, str]:
+    """The network each rank said NCCL uses (IB, Socket, or a plugin's name), with the
+    devices its NET line listed: {"IB": "[0]mlx5_0:1/IB", ...}."""
+    found: dict[str, str] = {}
+    devices: dict[str, str] = {}
+    for line in text.splitlines():
+        if match := _NETWORK.search(line):
+            found.setdefault(match.group(1), "")
+        elif match := _NET_DEVICES.search(line):
+            devices.setdefault(match.group(1), match.group(2).strip())
+    return {name: devices.get(name, "") for name in sorted(found)}
+
+
 #: The exit status of an nccl-tests program is its testResult_t (src/common.h).
 OK = 0
 WRONG_OR_SLOW = 7  # testNumResults: wrong values, or busbw below NCCL_TESTS_MIN_BW

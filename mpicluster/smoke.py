@@ -375,6 +375,9 @@ def mpirun_command(
     parts += mpirun_network_args(inventory.network, major)
     if kind in PML_REPORTED:
         parts += PML_VERBOSE
+    if kind == "nccl-tests":
+        for setting in nccl_tests.DEBUG_ENV:
+            parts += ["-x", setting]
     parts += program_argv(inventory, lay, kind)
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -401,7 +404,11 @@ def run_allreduce(
         inventory, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
     )
     said = result.stdout + "\n" + result.stderr
-    output = "\n".join(x for x in said.splitlines() if not PML_CHATTER.search(x)).strip()
+    output = "\n".join(
+        x
+        for x in said.splitlines()
+        if not PML_CHATTER.search(x) and not nccl_tests.INFO_LINE.search(x)
+    ).strip()
     base = AllreduceResult(
         False,
         head.name,
@@ -423,6 +430,8 @@ def run_allreduce(
     pmls = selected_pmls(said) if kind in PML_REPORTED else []
     if pmls:
         judged.details["pml"] = ",".join(pmls)
+    if kind == "nccl-tests" and (chosen := nccl_tests.networks(said)):
+        judged.details["nccl_network"] = chosen
     return judged
 
 

@@ -157,7 +157,14 @@ def _show_allreduce(display: Display, run: AllreduceResult) -> None:
 
 
 def _transport(run: AllreduceResult) -> list[str]:
-    """Which of Open MPI's PMLs carried the run, as its ranks said."""
+    """Which of Open MPI's PMLs carried the run, or NCCL's network, as its ranks said."""
+    chosen = run.details.get("nccl_network")
+    if chosen:
+        names = ", ".join(f"{name} {devices}".strip() for name, devices in chosen.items())
+        note = (
+            " (TCP sockets: no InfiniBand/RoCE NCCL could use)" if set(chosen) == {"Socket"} else ""
+        )
+        return [f"  NCCL's network: {names}{note}"]
     pml = run.details.get("pml")
     if not pml:
         return []

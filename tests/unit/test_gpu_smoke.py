@@ -131,8 +131,32 @@ def test_nccl_tests_runs_one_rank_per_gpu_over_the_hostfile():
     assert command("nccl-tests") == (
         f"{PREFIX}/bin/mpirun --hostfile /etc/mpicluster/hostfile -np 4 --map-by slot "
         "--allow-run-as-root --mca btl_tcp_if_include eth1 --prtemca oob_tcp_if_include eth1 "
+        "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET "
         f"{PREFIX}/bin/all_reduce_perf -b 8 -e 128M -f 4 -g 1 -c 1"
     )
+
+
+def test_nccl_says_which_network_it_chose():
+    """NCCL_DEBUG=INFO's lines as NCCL 2.29's init.cc, net_ib and net_socket print them."""
+    ib = "\n".join(
+        [
+            "gpu01:811:811 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; "
+            "OOB eth0:10.0.0.1<0>",
+            "gpu01:811:811 [0] NCCL INFO Using network IB",
+            "gpu02:90:90 [1] NCCL INFO Using network IB",
+            "#  Rank  0 Group  0 Pid    811 on      gpu01 device  0 [0x1b] NVIDIA H100",
+        ]
+    )
+    assert nccl_tests.networks(ib) == {"IB": "[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]"}
+    sockets = (
+        "gpu01:811:811 [0] NCCL INFO NET/IB : No device found.\n"
+        "gpu01:811:811 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+        "gpu01:811:811 [0] NCCL INFO Using network Socket\n"
+    )
+    assert nccl_tests.networks(sockets) == {"Socket": "[0]eth0:10.0.0.1<0>"}
+    assert nccl_tests.networks("# nccl-tests version 2.19.6") == {}
+    assert all(nccl_tests.INFO_LINE.search(x) for x in sockets.splitlines())
+    assert nccl_tests.INFO_LINE.search("gpu01:811:811 [0] NCCL WARN Cuda failure") is None
 
 
 def test_the_cuda_and_torch_programs_and_a_non_root_open_mpi_4_user():
@@ -384,6 +408,16 @@ def test_the_gpu_tables_and_the_reason_not_run_are_shown():
     assert "average bus bandwidth: 10.9208 GB/s" in text
     assert "CUDA-aware MPI allreduce (device memory) from gpu01: mpirun exited 2" in text
     assert "torch.distributed allreduce (NCCL): skipped (PyTorch is a CPU build)" in text
+    # the transport each run's ranks named
+    nccl.details["nccl_network"] = {"Socket": "[0]eth0:10.0.0.1<0>"}
+    cuda = AllreduceResult(True, "gpu01", "cuda", ranks=4, hosts=["gpu01"], sizes=[])
+    cuda.details["pml"] = "ucx"
+    text = render(report(GpuSmoke(runs=[nccl, cuda])))
+    assert (
+        "NCCL's network: Socket [0]eth0:10.0.0.1<0> (TCP sockets: no InfiniBand/RoCE NCCL "
+        "could use)" in text
+    )
+    assert "carried by pml ucx (UCX)" in text
 
 
 # --- the torch.distributed program's helpers (its torch parts need a GPU) -------------
