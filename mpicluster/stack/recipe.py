@@ -60,8 +60,8 @@ def ucx_configure_args(prefix: str) -> list[str]:
     or parameter checks, as UCX's own release builds). Verbs and rdmacm are built
     against rdma-core's headers (the build role installs them), so the InfiniBand and
     RoCE transports are there for nodes that have the hardware; TCP, shared memory and
-    self always are. No NUMA library (UCX 1.15 dropped it too), no Go or Java bindings,
-    no BFD backtraces. No CUDA yet: UCX's CUDA transports need NVML's header and
+    self always are. Thread support on (what MPI_THREAD_MULTIPLE needs). No NUMA library
+    (UCX 1.15 dropped it too), no Go or Java bindings, no BFD backtraces. No CUDA yet: UCX's CUDA transports need NVML's header and
     library at build time, which a CUDA toolkit without the driver lacks (`up` refuses
     UCX beside a CUDA-aware Open MPI)."""
     return [
@@ -73,6 +73,10 @@ def ucx_configure_args(prefix: str) -> list[str]:
         "--disable-numa",
         "--without-knem",
         "--without-xpmem",
+        # thread support: mpi4py (and PyTorch's launchers) ask for MPI_THREAD_MULTIPLE,
+        # and Open MPI's pml ucx declines a UCP worker without it ("UCP worker does not
+        # support MPI_THREAD_MULTIPLE. PML UCX could not be selected"); measured here
+        "--enable-mt",
         "--with-verbs",
         "--with-rdmacm",
         "--without-cuda",

@@ -224,6 +224,7 @@ def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
     args = recipe.ucx_configure_args("/p")
     assert args[0] == "--prefix=/p"
     assert {"--with-verbs", "--with-rdmacm", "--disable-numa", "--without-cuda"} <= set(args)
+    assert "--enable-mt" in args  # pml ucx declines a UCX without MPI_THREAD_MULTIPLE
     # a CUDA-aware build (GPU nodes with CUDA) keeps "auto" from choosing UCX
     gpus = parse_inventory("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b, gpus: 1}\n")
     cuda = {"a": FACTS | {"cuda": "12.4", "rdma": ["mlx5_0"]}, "b": FACTS | {"cuda": "12.4"}}
