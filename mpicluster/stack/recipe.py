@@ -61,9 +61,9 @@ def ucx_configure_args(prefix: str) -> list[str]:
     against rdma-core's headers (the build role installs them), so the InfiniBand and
     RoCE transports are there for nodes that have the hardware; TCP, shared memory and
     self always are. Thread support on (what MPI_THREAD_MULTIPLE needs). No NUMA library
-    (UCX 1.15 dropped it too), no Go or Java bindings, no BFD backtraces. No CUDA yet: UCX's CUDA transports need NVML's header and
-    library at build time, which a CUDA toolkit without the driver lacks (`up` refuses
-    UCX beside a CUDA-aware Open MPI)."""
+    (UCX 1.15 dropped it too), no Go or Java bindings, no BFD backtraces. No CUDA yet:
+    UCX's CUDA transports need NVML's header and library at build time, which a CUDA
+    toolkit without the driver lacks (`up` refuses UCX beside a CUDA-aware Open MPI)."""
     return [
         f"--prefix={prefix}",
         "--without-go",
