@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
-from mpicluster.errors import MpiclusterError, UsageError
+from mpicluster.errors import MpiclusterError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
 from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
@@ -78,9 +78,13 @@ def fetch(
     for source in sources.needed(inventory, ucx):
         files[source.component] = cache.ensure(source, progress, offline=offline)
     houses = {}
+    platforms = list(platforms)
     wanted = wheels.requirements(
         inventory.stack.horovod.enabled, sources.torch_requirement(inventory)
     )
+    if ucx and inventory.stack.openmpi.cuda is not False:
+        # NVML's header for UCX's CUDA support, where a toolkit lacks it (ucx_cuda)
+        wanted += sorted({recipe.nvml_requirement(p.cuda) for p in platforms if p.cuda})
     for platform in platforms:
         if platform.wheel_target not in houses:
             houses[platform.wheel_target] = wheels.ensure_wheelhouse(
@@ -97,15 +101,6 @@ def prepare(
     offline: bool = False,
 ) -> StackPlan:
     ucx = sources.ucx_wanted(inventory, facts)
-    cuda_aware = sources.cuda_aware_nodes(inventory, facts)
-    if ucx and cuda_aware:
-        raise UsageError(
-            f"stack.ucx.enabled: true, but Open MPI is built CUDA-aware on "
-            f"{', '.join(cuda_aware)} and mpicluster builds UCX without CUDA so far: "
-            "pml ucx would be handed GPU buffers it cannot read",
-            hint="set stack.ucx.enabled: auto or false (MPI over TCP; NCCL still uses "
-            "InfiniBand/RoCE by itself), or stack.openmpi.cuda: false",
-        )
     fetched = fetch(
         inventory, platforms(inventory, facts).values(), progress, ucx=ucx, offline=offline
     )
@@ -180,7 +175,15 @@ def _group_spec(
         "ucx": (
             {
                 "version": by_name["ucx"].version,
-                "configure_args": recipe.ucx_configure_args(stack_dir),
+                "configure_args": recipe.ucx_configure_args(
+                    stack_dir, cuda_home if cuda_aware else None
+                ),
+                "cuda": (
+                    recipe.ucx_cuda(cuda_home, gpus_present=stack.gpus_present)
+                    if cuda_aware and cuda_home
+                    else None
+                ),
+                "subdirs": list(recipe.UCX_SUBDIRS),
             }
             if "ucx" in by_name
             else None

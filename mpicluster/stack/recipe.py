@@ -55,15 +55,15 @@ def openmpi_configure_args(
     return [*args, *extra]
 
 
-def ucx_configure_args(prefix: str) -> list[str]:
+def ucx_configure_args(prefix: str, cuda_home: str | None = None) -> list[str]:
     """UCX's configure (run as contrib/configure-release: no logging, debug, assertions
     or parameter checks, as UCX's own release builds). Verbs and rdmacm are built
     against rdma-core's headers (the build role installs them), so the InfiniBand and
     RoCE transports are there for nodes that have the hardware; TCP, shared memory and
     self always are. Thread support on (what MPI_THREAD_MULTIPLE needs). No NUMA library
-    (UCX 1.15 dropped it too), no Go or Java bindings, no BFD backtraces. No CUDA yet:
-    UCX's CUDA transports need NVML's header and library at build time, which a CUDA
-    toolkit without the driver lacks (`up` refuses UCX beside a CUDA-aware Open MPI)."""
+    (UCX 1.15 dropped it too), no Go or Java bindings, no BFD backtraces. `cuda_home`:
+    beside a CUDA-aware Open MPI, UCX's CUDA transports (cuda_copy, cuda_ipc) and memory
+    hooks, so pml ucx can be handed GPU buffers; they link libcuda and NVML (ucx_cuda)."""
     return [
         f"--prefix={prefix}",
         "--without-go",
@@ -79,8 +79,61 @@ def ucx_configure_args(prefix: str) -> list[str]:
         "--enable-mt",
         "--with-verbs",
         "--with-rdmacm",
-        "--without-cuda",
+        f"--with-cuda={cuda_home}" if cuda_home else "--without-cuda",
     ]
+
+
+#: What the build role compiles and installs of UCX's tree: its libraries, transports and
+#: tools (ucx_info, ucx_perftest), not the Makefile's other folders: test/apps does not
+#: compile against CUDA 13 (cuCtxCreate took a fourth argument), and examples, bindings
+#: and tests are not installed anyway. Then the top folder's data (ucx.pc, perftest files).
+UCX_SUBDIRS = (
+    "src/ucm",
+    "src/ucs",
+    "src/uct",
+    "src/ucp",
+    "src/tools/vfs",
+    "src/tools/info",
+    "src/tools/perf",
+    "src/tools/profile",
+    "cmake",
+)
+
+
+def _cuda_libdirs(cuda_home: str) -> list[str]:
+    """Where a builder may have libcuda.so and libnvidia-ml.so to link against: the
+    toolkit's driver stubs, then the driver's own libraries."""
+    return [
+        f"{cuda_home}/lib64/stubs",
+        f"{cuda_home}/lib/stubs",
+        f"{cuda_home}/targets/x86_64-linux/lib/stubs",
+        f"{cuda_home}/targets/sbsa-linux/lib/stubs",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+    ]
+
+
+def nvml_requirement(cuda_version: str) -> str:
+    """The PyPI wheel with NVML's header for this CUDA release (nvidia-nvml-dev 13.x,
+    nvidia-nvml-dev-cu12 before): what a UCX build with CUDA reads when the toolkit lacks
+    nvml.h (a toolkit installed without cuda-nvml-dev, as on these machines)."""
+    major, minor = [*cuda_version.split("."), "0"][:2]
+    name = "nvidia-nvml-dev" if int(major) >= 13 else f"nvidia-nvml-dev-cu{major}"
+    return f"{name}=={major}.{minor}.*"
+
+
+def ucx_cuda(cuda_home: str, *, gpus_present: bool) -> dict:
+    """How the build role gives UCX's CUDA support what it links: libcuda.so and
+    libnvidia-ml.so from the toolkit's stubs or the driver (`libdir_candidates`), else,
+    on nodes without GPUs (stack.gpus_present: false), link-time stubs made from cuda.h
+    and nvml.h (never installed: on GPU nodes the driver's libraries are what load);
+    nvml.h from the toolkit, else from the wheelhouse's nvidia-nvml-dev wheel."""
+    return {
+        "home": cuda_home,
+        "libdir_candidates": _cuda_libdirs(cuda_home),
+        "link_stub": not gpus_present,
+    }
 
 
 #: Open MPI 5.x's components that link libcuda (DSOs; ompi's config/opal_mca.m4): on a
@@ -105,15 +158,7 @@ def openmpi_cuda(source: Source, cuda_home: str, *, gpus_present: bool) -> dict:
     return {
         "home": cuda_home,
         "libdir": major >= 5,
-        "libdir_candidates": [
-            f"{cuda_home}/lib64/stubs",
-            f"{cuda_home}/lib/stubs",
-            f"{cuda_home}/targets/x86_64-linux/lib/stubs",
-            f"{cuda_home}/targets/sbsa-linux/lib/stubs",
-            "/usr/lib/x86_64-linux-gnu",
-            "/usr/lib/aarch64-linux-gnu",
-            "/usr/lib64",
-        ],
+        "libdir_candidates": _cuda_libdirs(cuda_home),
         "link_stub": major >= 5 and not gpus_present,
         "quiet_load_errors": "^" + ",".join(OPENMPI_CUDA_DSOS),
         "allreduce_program": CUDA_ALLREDUCE,

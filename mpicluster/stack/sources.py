@@ -15,28 +15,15 @@ from mpicluster.inventory import Inventory
 from mpicluster.stack.lockfile import Source, default_version, resolve
 
 
-def cuda_aware_nodes(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> list[str]:
-    """The nodes whose Open MPI is built CUDA-aware (stack.openmpi.cuda, or where it is
-    auto: the inventory gives the node GPUs and the node has CUDA)."""
-    wanted = inventory.stack.openmpi.cuda
-    return [
-        n.name
-        for n in inventory.nodes
-        if (wanted if wanted != "auto" else bool(n.gpus and (facts.get(n.name) or {}).get("cuda")))
-    ]
-
-
 def ucx_wanted(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> bool:
     """Whether the stack has UCX: as the inventory says, or ("auto") where any node has
-    an RDMA device and no build is CUDA-aware (mpicluster builds UCX without CUDA so
-    far; doctor's fabric check says MPI runs over TCP there, NCCL still uses the
-    fabric). One answer for the whole cluster: ranks whose Open MPIs pick different
-    PMLs (ucx on one node, ob1 on another) cannot talk."""
+    an RDMA device (beside a CUDA-aware Open MPI, UCX is built with CUDA too). One
+    answer for the whole cluster: ranks whose Open MPIs pick different PMLs (ucx on one
+    node, ob1 on another) cannot talk."""
     enabled = inventory.stack.ucx.enabled
     if enabled != "auto":
         return bool(enabled)
-    rdma = any((facts.get(n.name) or {}).get("rdma") for n in inventory.nodes)
-    return rdma and not cuda_aware_nodes(inventory, facts)
+    return any((facts.get(n.name) or {}).get("rdma") for n in inventory.nodes)
 
 
 def needed(inventory: Inventory, ucx: bool = False) -> list[Source]:

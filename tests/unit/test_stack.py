@@ -17,7 +17,8 @@ from mpicluster.stack.cache import ChecksumMismatch, SourceCache
 from mpicluster.stack.fingerprint import fingerprint, platform_of
 from mpicluster.stack.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.stack.plan import plan
-from mpicluster.stack.prepare import prepare
+from mpicluster.stack.prepare import _group_spec
+from mpicluster.stack.wheels import Wheelhouse
 
 FACTS = {
     "nproc": 2,
@@ -225,17 +226,42 @@ def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
     assert args[0] == "--prefix=/p"
     assert {"--with-verbs", "--with-rdmacm", "--disable-numa", "--without-cuda"} <= set(args)
     assert "--enable-mt" in args  # pml ucx declines a UCX without MPI_THREAD_MULTIPLE
-    # a CUDA-aware build (GPU nodes with CUDA) keeps "auto" from choosing UCX
-    gpus = parse_inventory("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b, gpus: 1}\n")
-    cuda = {"a": FACTS | {"cuda": "12.4", "rdma": ["mlx5_0"]}, "b": FACTS | {"cuda": "12.4"}}
-    assert sources.cuda_aware_nodes(gpus, cuda) == ["a", "b"]
-    assert sources.ucx_wanted(gpus, cuda) is False
-    # asked for beside a CUDA-aware Open MPI: refused before anything is fetched or built
-    asked = parse_inventory(
-        "cluster: t\nnodes:\n  - {name: a, gpus: 1}\nstack: {ucx: {enabled: true}}\n"
+    assert "--with-cuda=/usr/local/cuda" in recipe.ucx_configure_args("/p", "/usr/local/cuda")
+
+
+def _ucx_spec(stack: str, facts: dict) -> dict:
+    """The build spec of a one-node GPU cluster whose stack has UCX."""
+    inventory = parse_inventory(
+        "cluster: t\nnodes:\n  - {name: a, gpus: 1}\n"
+        f"stack: {{ucx: {{enabled: true}}, pytorch: {{enabled: false}}, "
+        f"horovod: {{enabled: false}}, {stack}}}\n"
     )
-    with pytest.raises(UsageError, match="CUDA-aware on a and mpicluster builds UCX without"):
-        prepare(asked, {"a": cuda["a"]}, lambda message: None)
+    needed = sources.needed(inventory, ucx=True)
+    (group,) = plan(inventory, {"a": facts}, needed, {"cp311-x86_64": "w"}, "r", Path("/c"))
+    files = {s.component: Path("/f") for s in needed}
+    house = Wheelhouse(Path("/w"), (), {})
+    return _group_spec(inventory, group, needed, files, house)["ucx"]
+
+
+def test_ucx_beside_a_cuda_aware_open_mpi_is_built_with_cuda():
+    gpus = parse_inventory("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b, gpus: 1}\n")
+    cuda = {"a": FACTS | {"cuda": "13.0", "rdma": ["mlx5_0"]}, "b": FACTS | {"cuda": "13.0"}}
+    # "auto" follows the RDMA device, CUDA or not: UCX then carries GPU buffers too
+    assert sources.ucx_wanted(gpus, cuda) is True
+    ucx = _ucx_spec("gpus_present: true", cuda["a"])
+    assert "--with-cuda=/usr/local/cuda" in ucx["configure_args"]
+    assert ucx["cuda"]["home"] == "/usr/local/cuda" and not ucx["cuda"]["link_stub"]
+    assert ucx["cuda"]["libdir_candidates"][0] == "/usr/local/cuda/lib64/stubs"
+    assert "test/apps" not in ucx["subdirs"] and ucx["subdirs"][0] == "src/ucm"
+    # nodes without GPUs (the local cluster's --cuda nodes) link against stubs
+    stub = "gpus_present: false, nccl: {cuda_archs: ['9.0']}"
+    assert _ucx_spec(stub, cuda["a"])["cuda"]["link_stub"]
+    # NVML's header where the toolkit has none: the wheel for the toolkit's CUDA release
+    assert recipe.nvml_requirement("13.0") == "nvidia-nvml-dev==13.0.*"
+    assert recipe.nvml_requirement("12.4.1") == "nvidia-nvml-dev-cu12==12.4.*"
+    # Open MPI without CUDA keeps UCX without it
+    off = _ucx_spec("openmpi: {cuda: false}", cuda["a"])
+    assert "--without-cuda" in off["configure_args"] and off["cuda"] is None
 
 
 def test_same_platform_same_fingerprint_and_options_change_it():
