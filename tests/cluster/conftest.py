@@ -1,5 +1,6 @@
 """The cluster with the from-source stack that several modules test: built by
-test_stack_build.py (in CI on `local up --cuda` nodes), then used by test_stack_run.py.
+test_stack_build.py (in CI on `local up --cuda` nodes, Open MPI 5.0.7 with UCX), then used
+by test_stack_run.py.
 Session-scoped, one per variant, so the stack is built once.
 """
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import inventory_with, mpicluster, start_local_cluster
-from tests.seed import seed_cache, seed_gpu_sources
+from tests.seed import debian_orig, seed_cache, seed_gpu_sources
 
 NAME, SUBNET = "pytest-build", "192.168.67.0/24"
 PREFIX = "/opt/mpicluster"
@@ -23,6 +24,8 @@ class Variant:
     openmpi: str
     cuda: bool = True
     full_nccl: bool = False
+    #: UCX 1.13.1 in the stack (with CUDA beside a CUDA-aware Open MPI), from Debian's tree
+    ucx: bool = True
 
     @property
     def local_options(self) -> tuple[str, ...]:
@@ -32,7 +35,7 @@ class Variant:
 VARIANTS = [
     pytest.param(Variant("5.0.7"), id="5.0.7-cuda"),
     pytest.param(
-        Variant("4.1.4", cuda=False),
+        Variant("4.1.4", cuda=False, ucx=False),
         id="4.1.4",
         marks=[pytest.mark.on_demand, pytest.mark.openmpi4],
     ),
@@ -48,9 +51,11 @@ def with_stack(
     generated: Path, target: Path, variant: Variant, openmpi: dict, cache: Path, artifacts: Path
 ) -> Path:
     """The generated inventory's stack (with `--cuda`: gpus_present, cuda_archs, only_funcs)
-    with Open MPI from the seeded cache."""
+    with Open MPI from the seeded cache, and UCX where the variant has it."""
     stack = yaml.safe_load(generated.read_text())["stack"]
     stack["openmpi"] = openmpi
+    if variant.ucx:
+        stack["ucx"] = {"enabled": True, **debian_orig("ucx", "1.13.1")}
     if variant.full_nccl:
         stack["nccl"].pop("only_funcs")
     return inventory_with(

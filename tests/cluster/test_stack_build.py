@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import NAME, PREFIX, SUBNET, with_stack
+from tests.cluster.fabric_runs import check_ucx
 from tests.cluster.nodes import Started, half_written, podman, podman_exec, wait_for_ssh
 from tests.cluster.test_doctor import doctor, problems
 from tests.cluster.test_nccl_build import ELF, PTX, fatbin_entries
@@ -152,7 +153,8 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
     version = build["openmpi"]["version"]
     assert smoke["allreduce"]["ranks"] == 3
     assert f"Open MPI v{version}" in smoke["allreduce"]["library"]
-    assert smoke["allreduce"]["details"]["pml"] == "ob1"  # built --without-ucx
+    # with UCX built in, pml ucx still declines by itself without an RDMA device
+    assert smoke["allreduce"]["details"]["pml"] == "ob1"
     hvd = smoke["horovod"]
     assert hvd["ok"] and hvd["ranks"] == 3
     assert sorted(set(hvd["hosts"])) == ["node1", "node2", "node3"]
@@ -182,6 +184,8 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
     for node in ("node2", "node3"):
         assert cluster.ssh(node, "command -v gcc", check=False).returncode != 0, node
     assert cluster.ssh("node1", "ls -A /var/tmp/mpicluster").stdout.strip() == ""
+    if build["variant"].ucx:
+        check_ucx(cluster, cuda=build["variant"].cuda)
     if build["variant"].cuda:
         assert "Horovod without GPU operations (NCCL)" in done.stderr  # CPU PyTorch here
         check_gpu_stack(cluster, version, build["work"])
@@ -263,6 +267,8 @@ def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
         "no RDMA devices" in r["evidence"] and "Open MPI has " in r["evidence"]
         for r in fabric["results"]
     ), fabric
+    if build["variant"].ucx:
+        assert all("pml:ucx" in r["evidence"] for r in fabric["results"]), fabric
     launch = next(c for c in report["checks"] if c["name"] == "launch")
     across = next(r for r in launch["results"] if r["node"] is None)
     assert (

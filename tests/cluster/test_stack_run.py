@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from tests.cluster.conftest import SUBNET
+from tests.cluster.fabric_runs import ucx_and_ob1_rates
 from tests.cluster.nodes import Started
 from tests.conftest import REPO, mpicluster
 
@@ -85,6 +87,14 @@ def test_the_horovod_example_trains_across_every_node(ready):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert f"{len(ready['nodes'])} rank(s), Horovod: loss" in done.stdout
     assert "replicas equal: True" in done.stdout
+
+
+def test_the_allreduce_runs_over_ucx_and_over_ob1(ready):
+    """The stack's Open MPI has UCX (with CUDA): pml ucx forced over UCX's TCP transport
+    carries the allreduce as ob1 does, both exact (rates in the test's output)."""
+    if not ready["variant"].ucx:
+        pytest.skip("this variant's stack has no UCX")
+    ucx_and_ob1_rates(ready["cluster"], ready["inventory"], SUBNET)
 
 
 def test_a_rank_that_raises_ends_the_job_within_seconds_and_is_named(ready):
