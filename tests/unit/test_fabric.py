@@ -210,7 +210,7 @@ def test_active_infiniband_with_an_open_mpi_without_ucx_warns_mpi_runs_over_tcp(
     assert bad == {("node1", "warn")}
     assert "active InfiniBand port but its Open MPI has no pml ucx" in evidence(report, "node1")
     assert "MPI jobs run over TCP" in evidence(report, "node1")
-    assert "--with-ucx" in fixes(report, "node1")
+    assert "stack.ucx.enabled: true" in fixes(report, "node1")
 
 
 def test_a_parameter_file_that_turns_ucx_off_is_named_with_its_line():

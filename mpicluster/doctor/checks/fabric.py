@@ -21,8 +21,9 @@ ACTIVE = ("ACTIVE", "ACTIVE_DEFER")
 MPI_CARRIERS = {"InfiniBand": ("pml:ucx", "btl:openib"), "RoCE": ("pml:ucx", "btl:openib")}
 MPI_CARRIERS["EFA"] = ("mtl:ofi",)
 NO_UCX_FIX = (
-    "use an Open MPI built with UCX: Debian's and Ubuntu's openmpi-bin are "
-    "(stack: {install: packages}), or a source build configured --with-ucx"
+    "use an Open MPI built with UCX: run `mpicluster up` again (its source stack builds "
+    "UCX where a node has an RDMA device, CUDA-aware beside CUDA; stack.ucx.enabled: true "
+    "forces it), or Debian's and Ubuntu's openmpi-bin (stack: {install: packages})"
 )
 NO_OFI_FIX = (
     "use an Open MPI built with libfabric (configure --with-ofi; AWS's EFA installer "
