@@ -144,6 +144,9 @@ def fetch(
         str | None, typer.Option(help="Nodes' Python (e.g. 3.11) if they cannot be reached.")
     ] = None,
     arch: Annotated[str, typer.Option(help="Nodes' architecture, with --python.")] = "x86_64",
+    cuda: Annotated[
+        str | None, typer.Option(help="GPU nodes' CUDA release (e.g. 13.0), with --python.")
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Download every source the inventory needs into the cache (sha256 verified).
@@ -152,9 +155,8 @@ def fetch(
     download, so nodes and an air-gapped control machine work offline.
     """
     from mpicluster import node_facts
-    from mpicluster.stack.fingerprint import Platform
     from mpicluster.stack.prepare import fetch as fetch_sources
-    from mpicluster.stack.prepare import platforms
+    from mpicluster.stack.prepare import platforms, platforms_unasked
     from mpicluster.stack.sources import ucx_wanted
 
     display = Display()
@@ -164,7 +166,7 @@ def fetch(
             display.success("install: packages needs no sources")
             return
         if python:
-            wanted = [Platform.for_wheels(python, arch)]
+            wanted = platforms_unasked(inv, python, arch, cuda)
             # nodes not asked: UCX too unless the inventory turns it off
             ucx = inv.stack.ucx.enabled is not False
         else:

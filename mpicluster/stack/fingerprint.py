@@ -50,14 +50,16 @@ class Platform:
     gpu_archs: tuple[str, ...]
 
     @classmethod
-    def for_wheels(cls, python: str, arch: str) -> Platform:
+    def for_wheels(cls, python: str, arch: str, cuda: str | None = None) -> Platform:
         """Just what the wheelhouse depends on, for `fetch` without reaching the nodes;
         UsageError for a value no node reports (before anything is downloaded)."""
         if not re.fullmatch(r"3\.[0-9]{1,2}", python):
             raise UsageError(f"--python {python!r}: a Python version like 3.11")
         if not re.fullmatch(r"[a-z0-9_]{1,20}", arch):
             raise UsageError(f"--arch {arch!r}: an architecture like x86_64 or aarch64")
-        return cls(os="", arch=arch, python=python, gcc=None, cuda=None, gpu_archs=())
+        if cuda is not None and not re.fullmatch(r"1[0-9]\.[0-9]{1,2}(\.[0-9]+)?", cuda):
+            raise UsageError(f"--cuda {cuda!r}: the GPU nodes' CUDA release, like 13.0")
+        return cls(os="", arch=arch, python=python, gcc=None, cuda=cuda, gpu_archs=())
 
     @property
     def wheel_target(self) -> str:

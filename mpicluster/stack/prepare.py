@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
-from mpicluster.errors import MpiclusterError
+from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
 from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
@@ -82,15 +82,23 @@ def fetch(
     wanted = wheels.requirements(
         inventory.stack.horovod.enabled, sources.torch_requirement(inventory)
     )
-    if ucx and inventory.stack.openmpi.cuda is not False:
-        # NVML's header for UCX's CUDA support, where a toolkit lacks it (ucx_cuda)
-        wanted += sorted({recipe.nvml_requirement(p.cuda) for p in platforms if p.cuda})
+    wanted += nvml_requirements(inventory, platforms)
     for platform in platforms:
         if platform.wheel_target not in houses:
             houses[platform.wheel_target] = wheels.ensure_wheelhouse(
                 cache.root, platform, wanted, progress, offline=offline
             )
     return FetchResult(files, houses)
+
+
+def nvml_requirements(inventory: Inventory, platforms: list[Platform]) -> list[str]:
+    """NVML's header wheel for each CUDA release among the platforms, for UCX's CUDA
+    support where a toolkit lacks nvml.h (recipe.ucx_cuda): wanted wherever UCX may be
+    built beside a CUDA-aware Open MPI, whatever the nodes' RDMA devices say, so that
+    `fetch` without the nodes (--python, --cuda) fills the wheelhouse `up` asks for."""
+    if not sources.ucx_with_cuda_possible(inventory):
+        return []
+    return sorted({recipe.nvml_requirement(p.cuda) for p in platforms if p.cuda})
 
 
 def prepare(
@@ -134,6 +142,20 @@ def prepare(
         result.installers += group.install
     result.variables = {"mpicluster_stack_groups": specs}
     return result
+
+
+def platforms_unasked(
+    inventory: Inventory, python: str, arch: str, cuda: str | None
+) -> list[Platform]:
+    """The nodes' platform as `fetch --python --arch --cuda` gives it, for a wheelhouse
+    made without reaching them; UsageError where GPU nodes' CUDA release is needed (NVML's
+    header wheel follows it) and not given."""
+    if cuda is None and sources.ucx_with_cuda_possible(inventory):
+        raise UsageError(
+            "--python: the inventory has GPU nodes, whose wheelhouse holds NVML's header "
+            "for UCX's CUDA support: give their CUDA release with --cuda (e.g. 13.0)"
+        )
+    return [Platform.for_wheels(python, arch, cuda if inventory.has_gpus else None)]
 
 
 def platforms(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> dict[str, Platform]:

@@ -26,6 +26,13 @@ def ucx_wanted(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> bool:
     return any((facts.get(n.name) or {}).get("rdma") for n in inventory.nodes)
 
 
+def ucx_with_cuda_possible(inventory: Inventory) -> bool:
+    """Whether UCX may be built with CUDA for this inventory (whatever the nodes' RDMA
+    devices say): UCX not turned off, Open MPI not kept from CUDA, some node with GPUs."""
+    stack = inventory.stack
+    return inventory.has_gpus and stack.ucx.enabled is not False and stack.openmpi.cuda is not False
+
+
 def needed(inventory: Inventory, ucx: bool = False) -> list[Source]:
     """The sources `up` needs for this inventory (none for `install: packages`); UCX's
     when `ucx` (ucx_wanted's answer)."""

@@ -14,10 +14,10 @@ from mpicluster.inventory import parse_inventory
 from mpicluster.stack import cache as cache_module
 from mpicluster.stack import lockfile, recipe, sources
 from mpicluster.stack.cache import ChecksumMismatch, SourceCache
-from mpicluster.stack.fingerprint import fingerprint, platform_of
+from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
 from mpicluster.stack.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.stack.plan import plan
-from mpicluster.stack.prepare import _group_spec
+from mpicluster.stack.prepare import _group_spec, nvml_requirements, platforms_unasked
 from mpicluster.stack.wheels import Wheelhouse
 
 FACTS = {
@@ -262,6 +262,29 @@ def test_ucx_beside_a_cuda_aware_open_mpi_is_built_with_cuda():
     # Open MPI without CUDA keeps UCX without it
     off = _ucx_spec("openmpi: {cuda: false}", cuda["a"])
     assert "--without-cuda" in off["configure_args"] and off["cuda"] is None
+
+
+def test_nvml_header_wheel_follows_the_cuda_release_not_the_rdma_devices():
+    gpus = parse_inventory("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b}\n")
+    thirteen = Platform.for_wheels("3.11", "x86_64", "13.0")
+    assert nvml_requirements(gpus, [thirteen]) == ["nvidia-nvml-dev==13.0.*"]
+    assert nvml_requirements(gpus, [thirteen, Platform.for_wheels("3.11", "x86_64")]) == [
+        "nvidia-nvml-dev==13.0.*"
+    ]
+    for off in ("ucx: {enabled: false}", "openmpi: {cuda: false}"):
+        inventory = parse_inventory(
+            f"cluster: t\nnodes:\n  - {{name: a, gpus: 1}}\nstack: {{{off}}}\n"
+        )
+        assert nvml_requirements(inventory, [thirteen]) == [], off
+    assert nvml_requirements(_inventory(), [thirteen]) == []  # no GPU nodes
+    # fetch without the nodes: their CUDA release is needed for GPU inventories only
+    (platform,) = platforms_unasked(gpus, "3.11", "x86_64", "12.4")
+    assert (platform.python, platform.cuda) == ("3.11", "12.4")
+    with pytest.raises(UsageError, match="give their CUDA release with --cuda"):
+        platforms_unasked(gpus, "3.11", "x86_64", None)
+    with pytest.raises(UsageError, match="--cuda 'latest'"):
+        platforms_unasked(gpus, "3.11", "x86_64", "latest")
+    assert platforms_unasked(_inventory(), "3.11", "x86_64", None)[0].cuda is None
 
 
 def test_same_platform_same_fingerprint_and_options_change_it():
