@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mpicluster.errors import UsageError
@@ -84,13 +85,19 @@ def platform_of(facts: dict[str, Any], inventory: Inventory, gpus: int) -> Platf
     )
 
 
-def recipe_digest() -> str:
-    """Changes whenever the build recipe (or its patches) changes."""
+#: The module that writes the configure lines and build switches the roles run with.
+RECIPE_MODULE = Path(__file__).with_name("recipe.py")
+
+
+def recipe_digest(recipe_module: Path = RECIPE_MODULE) -> str:
+    """Changes whenever the build recipe changes: the role files and the module that
+    gives them configure arguments (a changed argument is another build)."""
     digest = hashlib.sha256()
     roles = data_path("playbooks") / "roles"
     for name in RECIPE_FILES:
         digest.update(name.encode())
         digest.update((roles / name).read_bytes())
+    digest.update(recipe_module.read_bytes())
     return digest.hexdigest()
 
 

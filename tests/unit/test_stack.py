@@ -337,10 +337,15 @@ def test_a_gcc_version_the_probe_could_not_read_is_refused_not_fingerprinted(tmp
     assert len(groups) == 2
 
 
-def test_recipe_digest_covers_existing_role_files():
-    from mpicluster.stack.fingerprint import recipe_digest
+def test_recipe_digest_covers_existing_role_files_and_the_configure_lines(tmp_path):
+    from mpicluster.stack.fingerprint import RECIPE_MODULE, recipe_digest
 
     assert len(recipe_digest()) == 64
+    # a configure argument changed in recipe.py is another build
+    changed = tmp_path / "recipe.py"
+    changed.write_text(RECIPE_MODULE.read_text().replace('"--disable-static",', ""))
+    assert changed.read_text() != RECIPE_MODULE.read_text()
+    assert recipe_digest(changed) != recipe_digest()
 
 
 def test_fingerprints_hash_version_and_sha256_not_where_a_file_comes_from():
