@@ -175,6 +175,8 @@ def _group_spec(
     cuda_home = stack.cuda_home if platform.cuda else None
     by_name = {s.component: s for s in sources.built_on(needed, cuda_home)}
     cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
+    # the CUDA that Open MPI (and UCX beside it) are built against; None: no CUDA
+    mpi_cuda_home = cuda_home if cuda_aware else None
     spec: dict[str, Any] = {
         "artifact": str(group.artifact),
         "builder": group.builder,  # None: installed from the artifact cache
@@ -189,7 +191,7 @@ def _group_spec(
         "openmpi_configure_args": recipe.openmpi_configure_args(
             by_name["openmpi"],
             stack_dir,
-            cuda_home=cuda_home if cuda_aware else None,
+            cuda_home=mpi_cuda_home,
             fortran=stack.openmpi.fortran,
             extra=list(stack.openmpi.configure_args),
             ucx="ucx" in by_name,
@@ -197,12 +199,10 @@ def _group_spec(
         "ucx": (
             {
                 "version": by_name["ucx"].version,
-                "configure_args": recipe.ucx_configure_args(
-                    stack_dir, cuda_home if cuda_aware else None
-                ),
+                "configure_args": recipe.ucx_configure_args(stack_dir, mpi_cuda_home),
                 "cuda": (
-                    recipe.ucx_cuda(cuda_home, gpus_present=stack.gpus_present)
-                    if cuda_aware and cuda_home
+                    recipe.ucx_cuda(mpi_cuda_home, gpus_present=stack.gpus_present)
+                    if mpi_cuda_home
                     else None
                 ),
                 "subdirs": list(recipe.UCX_SUBDIRS),
@@ -212,8 +212,8 @@ def _group_spec(
         ),
         "cuda_aware": cuda_aware,
         "openmpi_cuda": (
-            recipe.openmpi_cuda(by_name["openmpi"], cuda_home, gpus_present=stack.gpus_present)
-            if cuda_aware and cuda_home
+            recipe.openmpi_cuda(by_name["openmpi"], mpi_cuda_home, gpus_present=stack.gpus_present)
+            if mpi_cuda_home
             else None
         ),
         "build_requirements": list(wheels.BUILD_REQUIREMENTS),
