@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -247,6 +248,62 @@ class Stack(_Model):
     pytorch: PyTorch = PyTorch()
 
 
+#: Slurm's time formats: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+#: days-hours:minutes, days-hours:minutes:seconds, or UNLIMITED.
+_SLURM_TIME = re.compile(
+    r"[0-9]+(:[0-9]{1,2})?|[0-9]+:[0-9]{1,2}:[0-9]{1,2}|[0-9]+-[0-9]+(:[0-9]{1,2}){0,2}|UNLIMITED"
+)
+
+
+def _slurm_time(value: str) -> str:
+    if not _SLURM_TIME.fullmatch(value):
+        raise PydanticCustomError(
+            "mpicluster",
+            "not a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS or UNLIMITED; e.g. 2:00:00)",
+        )
+    return value
+
+
+SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
+
+
+def _slurm_name(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", value):
+        raise PydanticCustomError(
+            "mpicluster", "not a partition name (a letter, then letters, digits, _ or -; 1-32)"
+        )
+    return value
+
+
+SlurmName = Annotated[str, AfterValidator(_slurm_name)]
+
+
+class Partition(_Model):
+    """A Slurm partition (a queue): its nodes, and the limits of the jobs it runs."""
+
+    name: SlurmName
+    #: Inventory node names; empty: every node.
+    nodes: list[Hostname] = []
+    #: The partition jobs go to when they name none (the first partition when none says).
+    default: bool = False
+    #: The longest a job may ask for; unset: no limit.
+    max_time: SlurmTime | None = None
+    #: What a job that asks for no time limit gets; unset: the cluster's default_time.
+    default_time: SlurmTime | None = None
+
+
+class Scheduler(_Model):
+    """A batch scheduler on the cluster (Slurm, with munge and PMIx, from the distribution)."""
+
+    type: Literal["slurm"]
+    #: The node that runs slurmctld; unset: the head node (the first one).
+    controller: Hostname | None = None
+    #: Unset: one partition, "main", of every node.
+    partitions: list[Partition] = []
+    #: The time limit of a job that gives none; unset: the partition's max_time.
+    default_time: SlurmTime | None = None
+
+
 class Sources(_Model):
     cache: UserPath = "~/.cache/mpicluster/sources"
     #: Packed builds (one per fingerprint) that new or reinstalled nodes get by copy.
@@ -262,6 +319,8 @@ class Inventory(_Model):
     nodes: Annotated[list[Node], Field(min_length=1)]
     stack: Stack = Stack()
     sources: Sources = Sources()
+    #: Unset: no scheduler (jobs start with mpirun or `mpicluster run`).
+    scheduler: Scheduler | None = None
 
     #: The file this inventory was read from (set by load_inventory).
     path: Path | None = Field(default=None, exclude=True)
@@ -273,6 +332,32 @@ class Inventory(_Model):
     @property
     def has_gpus(self) -> bool:
         return self.total_gpus > 0
+
+    @property
+    def controller(self) -> Node | None:
+        """The node that runs the scheduler's controller (None: no scheduler)."""
+        if self.scheduler is None:
+            return None
+        wanted = self.scheduler.controller or self.nodes[0].name
+        return next((n for n in self.nodes if n.name == wanted), self.nodes[0])
+
+    def partitions(self) -> list[Partition]:
+        """The scheduler's partitions as they are configured: every node named, one default."""
+        if self.scheduler is None:
+            return []
+        given = self.scheduler.partitions or [Partition(name="main")]
+        every = [n.name for n in self.nodes]
+        default = next((p.name for p in given if p.default), given[0].name)
+        return [
+            p.model_copy(
+                update={
+                    "nodes": p.nodes or every,
+                    "default": p.name == default,
+                    "default_time": p.default_time or self.scheduler.default_time,
+                }
+            )
+            for p in given
+        ]
 
     def node_ssh(self, node: Node) -> ResolvedSsh:
         """The SSH settings for one node: its overrides on top of the cluster's."""
@@ -531,6 +616,50 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
                 resolve(component, spec.version, None, None)
             except LockfileError as exc:
                 add((*loc, "version"), exc.reason)
+    problems.extend(_scheduler_problems(inv, doc))
+    return problems
+
+
+def _scheduler_problems(inv: Inventory, doc: YamlDocument) -> list[Problem]:
+    problems: list[Problem] = []
+    if inv.scheduler is None:
+        return problems
+
+    def add(loc: tuple, message: str) -> None:
+        problems.append(Problem(loc, message, doc.line_of(loc)))
+
+    known = {n.name for n in inv.nodes}
+    listed = ", ".join(n.name for n in inv.nodes)
+    if inv.scheduler.controller and inv.scheduler.controller not in known:
+        add(("scheduler", "controller"), f"{inv.scheduler.controller!r} is not a node ({listed})")
+    seen: dict[str, int] = {}
+    covered: set[str] = set()
+    defaults = []
+    for i, part in enumerate(inv.scheduler.partitions):
+        loc = ("scheduler", "partitions", i)
+        if part.name.lower() in seen:
+            first = seen[part.name.lower()]
+            add((*loc, "name"), f"duplicate partition {part.name!r} (also partitions[{first}])")
+        seen.setdefault(part.name.lower(), i)
+        for j, name in enumerate(part.nodes):
+            if name not in known:
+                add((*loc, "nodes", j), f"{name!r} is not a node ({listed})")
+        covered.update(part.nodes or known)
+        if part.default:
+            defaults.append(i)
+    if len(defaults) > 1:
+        add(
+            ("scheduler", "partitions", defaults[1], "default"),
+            f"a second default partition (partitions[{defaults[0]}] is one); give one",
+        )
+    if inv.scheduler.partitions:
+        for node in inv.nodes:
+            if node.name not in covered:
+                add(
+                    ("scheduler", "partitions"),
+                    f"node {node.name} is in no partition: Slurm would never run a job on it "
+                    "(add it to one, or leave partitions out for one of every node)",
+                )
     return problems
 
 
