@@ -52,7 +52,19 @@ def openmpi_configure_args(
     # spelled out both ways: configure picks up a UCX it finds on the builder by itself
     # (a libucx-dev installed for something else), which the fingerprint would not know
     args.append(f"--with-ucx={prefix}" if ucx else "--without-ucx")
+    # The runtime Open MPI bundles, spelled out: its configure prefers an external PMIx,
+    # hwloc or libevent it finds on the builder (libpmix-dev, which Slurm's PMIx plugin
+    # needs on Debian bookworm, pulls in all three), and that build would then need the
+    # distribution's libraries at run time on every node, unknown to the fingerprint.
+    args += [f"--with-{part}=internal" for part in BUNDLED_RUNTIME[major >= 5]]
     return [*args, *extra]
+
+
+#: What Open MPI bundles of its runtime: 4.x (ORTE), 5.x (PRRTE, a separate project).
+BUNDLED_RUNTIME = {
+    False: ("pmix", "hwloc", "libevent"),
+    True: ("pmix", "prrte", "hwloc", "libevent"),
+}
 
 
 def ucx_configure_args(prefix: str, cuda_home: str | None = None) -> list[str]:

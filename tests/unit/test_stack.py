@@ -161,6 +161,9 @@ def test_openmpi_configure_args_follow_the_series():
         "--disable-mpi-fortran",
         "--without-cuda",
         "--without-ucx",
+        "--with-pmix=internal",
+        "--with-hwloc=internal",
+        "--with-libevent=internal",
     ]
     args5 = recipe.openmpi_configure_args(
         five,
@@ -175,6 +178,10 @@ def test_openmpi_configure_args_follow_the_series():
         "--enable-prte-prefix-by-default",
         "--with-cuda=/usr/local/cuda",
         "--with-ucx=/p",
+        "--with-pmix=internal",
+        "--with-prrte=internal",
+        "--with-hwloc=internal",
+        "--with-libevent=internal",
         "--disable-io-romio",
     ]
     # 5.x's --with-cuda-libdir is found on the builder, from these places
