@@ -33,8 +33,9 @@ NOT_INPUTS = ("mpicluster_stack_groups", "mpicluster_applied_inputs")
 
 
 def watched(footprint: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the record takes digests of: the footprint, with WHOLE_FILES whole."""
-    entries = [e for e in footprint if e["path"] not in WHOLE_FILES]
+    """What the record takes digests of: the footprint, with WHOLE_FILES whole (and
+    without what the MPI user cannot read)."""
+    entries = [e for e in footprint if e["path"] not in WHOLE_FILES and not e.get("unwatched")]
     return entries + [{"path": path, "kind": "file"} for path in WHOLE_FILES]
 
 

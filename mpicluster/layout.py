@@ -75,11 +75,14 @@ class Layout:
     prefix: str
     install: str  # "source" or "packages"
     cuda_home: str | None
+    #: The cluster runs Slurm (scheduler: slurm): its files are part of the footprint.
+    slurm: bool = False
 
     @classmethod
     def of(cls, inventory: Inventory) -> Layout:
         stack = inventory.stack
-        return cls(stack.prefix, stack.install, stack.cuda_home if inventory.has_gpus else None)
+        cuda_home = stack.cuda_home if inventory.has_gpus else None
+        return cls(stack.prefix, stack.install, cuda_home, inventory.scheduler is not None)
 
     @property
     def current(self) -> str:
@@ -205,6 +208,10 @@ class Layout:
             {"path": self.stacks, "kind": "tree", "stack": True},
             {"path": self.prefix, "kind": "dir"},
         ]
+        if self.slurm:
+            from mpicluster import slurm
+
+            entries += slurm.footprint()
         return entries
 
     def as_vars(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from mpicluster import applied, exitcodes, hostfile, node_facts, remote
+from mpicluster import applied, exitcodes, hostfile, node_facts, remote, slurm
 from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.cluster_key import cluster_dir, ensure_cluster_key
 from mpicluster.errors import MpiclusterError
@@ -119,6 +119,8 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         "mpicluster_cluster_pubkey": key.public_line,
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
         "mpicluster_config_files": config_files(inventory, layout, node_slots, nodes),
+        **slurm.scheduler_vars(inventory),
+        **slurm.teardown_vars(),
     }
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mpicluster import exitcodes, node_facts
+from mpicluster import exitcodes, node_facts, slurm
 from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.cluster_key import cluster_dir
 from mpicluster.errors import UsageError
@@ -76,6 +76,7 @@ def extravars(inventory: Inventory, keep_stack: bool) -> dict[str, Any]:
         "mpicluster_layout": layout.as_vars(),
         "mpicluster_footprint": layout.footprint(inventory.cluster),
         "teardown_keep_stack": keep_stack,
+        **slurm.teardown_vars(),
     }
 
 

@@ -1,0 +1,137 @@
+"""Slurm on the cluster (`scheduler: {type: slurm}`): what `up` installs and configures.
+
+The slurm role installs the distribution's munge, Slurm and PMIx packages, gives every
+node the cluster's munge key (made here, on the control machine, like the SSH key) and
+one slurm.conf whose node lines come from each node's own `slurmd -C`, and starts the
+daemons: with systemd where it runs, else as the distribution's init scripts did (each
+daemon detaches itself and outlives `up`). What it installed is recorded on the node
+(RECORD), so that `down` (or `up` of the inventory without `scheduler:`) purges exactly
+those packages and the users they made.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from mpicluster.cluster_key import cluster_dir
+from mpicluster.errors import MpiclusterError
+from mpicluster.inventory import Inventory
+
+CONF_DIR = "/etc/slurm"
+SLURM_CONF = f"{CONF_DIR}/slurm.conf"
+#: The files of CONF_DIR the role writes (gres.conf only on GPU nodes).
+CONF_FILES = ("slurm.conf", "cgroup.conf", "mpi.conf", "gres.conf")
+MUNGE_KEY = "/etc/munge/munge.key"
+#: What the slurm role installed on a node: {"packages": [...], "users": [...],
+#: "groups": [...]}, the ones that were not there before (down takes back those).
+RECORD = "/var/lib/mpicluster/slurm.json"
+#: The first line of every file the role writes: a Slurm configuration without it was
+#: not written by mpicluster, and `up` does not take it over.
+MARKER = "# Written by mpicluster up (scheduler: slurm); edits are overwritten."
+#: What the daemons fill beside the packages' own files; `down` removes them after the
+#: purge (the preflight refuses nodes with a munge or Slurm that mpicluster did not install).
+LEFTOVERS = (
+    CONF_DIR,
+    "/etc/munge",
+    "/var/lib/slurm",
+    "/var/log/slurm",
+    "/var/spool/slurmd",
+    "/var/lib/munge",
+    "/var/log/munge",
+    "/run/munge",
+    "/run/slurmctld.pid",
+    "/run/slurmd.pid",
+)
+#: Users and groups the packages make.
+USERS = ("munge", "slurm")
+#: munge's default: a credential older than this (or made on a node whose clock is this
+#: far ahead) is refused.
+MUNGE_TTL = 300
+#: PMIx's client in Open MPI's bundled PMIx picks the munge security component when the
+#: server offers it, and aborts (4.1) or warns on every rank (5.x); native is the
+#: server's own uid check over its local socket. Slurm sets it in every pmix job (mpi.conf).
+PMIX_ENV = "PMIX_MCA_psec=native"
+
+
+def munge_key_path(cluster: str) -> Path:
+    return cluster_dir(cluster) / "munge.key"
+
+
+def ensure_munge_key(cluster: str) -> Path:
+    """The cluster's munge key (1024 random bytes, 0600), made on first use."""
+    path = munge_key_path(cluster)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(".munge.key.tmp")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(1024))
+        tmp.replace(path)
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise MpiclusterError(
+            f"the cluster's munge key {path} is readable by others (mode {mode:04o})",
+            hint=f"chmod 600 {path}",
+        )
+    if path.stat().st_size < 32:
+        raise MpiclusterError(
+            f"the cluster's munge key {path} is too short", hint="remove it to make a new one"
+        )
+    return path
+
+
+def scheduler_vars(inventory: Inventory) -> dict[str, Any]:
+    """The slurm role's input (`mpicluster_scheduler`): None without a scheduler."""
+    if inventory.scheduler is None:
+        return {"mpicluster_scheduler": None}
+    controller = inventory.controller or inventory.nodes[0]
+    present = inventory.stack.gpus_present
+    partitions = [
+        {
+            "name": p.name,
+            "nodes": p.nodes,
+            "default": p.default,
+            "max_time": p.max_time or "UNLIMITED",
+            "default_time": p.default_time or "",
+        }
+        for p in inventory.partitions()
+    ]
+    return {
+        "mpicluster_scheduler": {
+            "type": "slurm",
+            "controller": controller.name,
+            "partitions": partitions,
+            "munge_key": str(ensure_munge_key(inventory.cluster)),
+            "marker": MARKER,
+            "record": RECORD,
+            "conf_dir": CONF_DIR,
+            "munge_key_path": MUNGE_KEY,
+            "pmix_env": PMIX_ENV,
+            "users": list(USERS),
+            # GPUs Slurm hands out (gres), where they are there to hand out
+            "gres": {n.name: n.gpus for n in inventory.nodes if n.gpus and present},
+        }
+    }
+
+
+def teardown_vars() -> dict[str, Any]:
+    """The slurm role's `remove` input (down, and up of an inventory without a
+    scheduler): from the record on each node, whatever the inventory says now."""
+    files = [f"{CONF_DIR}/{name}" for name in CONF_FILES] + [MUNGE_KEY]
+    return {"mpicluster_slurm": {"record": RECORD, "files": files, "leftovers": list(LEFTOVERS)}}
+
+
+def footprint() -> list[dict[str, Any]]:
+    """What the slurm role writes (each file the role's own; no Slurm that mpicluster did
+    not install is taken over), for the journal and `up`'s fast path. The munge key is
+    not watched: the fast path's probe reads as the MPI user, who cannot read it (the
+    smoke test's credential decoded on every node proves the keys match)."""
+    entries: list[dict[str, Any]] = [
+        {"path": f"{CONF_DIR}/{name}", "kind": "file"} for name in CONF_FILES
+    ]
+    entries.append({"path": MUNGE_KEY, "kind": "file", "unwatched": True})
+    return entries

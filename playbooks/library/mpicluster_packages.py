@@ -1,0 +1,189 @@
+#!/usr/bin/python
+"""Packages `up` installs for one purpose (Slurm), recorded so that `down` takes back
+exactly those: the packages that were not installed before (dependencies included) and
+the users and groups they made.
+
+`state: present`: install the missing names with apt-get; add to the record what dpkg
+lists now and did not before (also when apt-get fails half way: what it installed is
+recorded first). `state: absent`: purge the recorded packages still installed, with
+dpkg, which refuses a package that another one (installed since, by someone else) still
+needs: that one is kept and named; then remove the recorded users and groups; the record
+last.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: mpicluster_packages
+short_description: Install packages and record them for down, or purge the recorded ones
+options:
+  state: {type: str, required: true, choices: [present, absent]}
+  names: {type: list, elements: str, default: []}
+  users: {type: list, elements: str, default: [], description: users and groups the packages make}
+  record: {type: path, required: true}
+"""
+
+import grp
+import json
+import os
+import pwd
+import subprocess
+import tempfile
+
+ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+
+
+def installed():
+    done = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package}\n"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    found = set()
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].startswith("ii"):
+            found.add(parts[1].split(":")[0])
+    return found
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        data = {}
+    return {key: list(data.get(key, [])) for key in ("packages", "users", "groups")}
+
+
+def save(path, data):
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".packages.")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def exists(getter, name):
+    try:
+        getter(name)
+    except KeyError:
+        return False
+    return True
+
+
+def tail(text, lines=8):
+    return "\n".join(text.decode("utf-8", "replace").strip().splitlines()[-lines:])
+
+
+def present(module, params):
+    before = installed()
+    missing = [name for name in params["names"] if name not in before]
+    if not missing:
+        module.exit_json(changed=False, added=[], names=params["names"])
+    data = load(params["record"])
+    for user in params["users"]:
+        if not exists(pwd.getpwnam, user) and user not in data["users"]:
+            data["users"].append(user)
+        if not exists(grp.getgrnam, user) and user not in data["groups"]:
+            data["groups"].append(user)
+    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+    done = subprocess.run(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **ENV},
+        check=False,
+    )
+    added = sorted(installed() - before)
+    data["packages"] = sorted(set(data["packages"]) | set(added))
+    save(params["record"], data)
+    if done.returncode != 0:
+        module.fail_json(
+            msg="apt-get install %s failed: %s" % (" ".join(missing), tail(done.stdout)),
+            added=added,
+        )
+    module.exit_json(changed=True, added=added, names=params["names"])
+
+
+def absent(module, params):
+    path = params["record"]
+    if not os.path.exists(path):
+        module.exit_json(changed=False, purged=[], kept=[])
+    data = load(path)
+    now = installed()
+    purge = [name for name in data["packages"] if name in now]
+    output = b""
+    # dpkg takes the packages in the order given and refuses one that a package later
+    # in the list still needs: pass again over what is left while a pass purges any.
+    remaining = purge
+    while remaining:
+        done = subprocess.run(
+            ["dpkg", "--purge", *remaining],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **ENV},
+            check=False,
+        )
+        output = done.stdout
+        now = installed()
+        left = [name for name in remaining if name in now]
+        if len(left) == len(remaining):
+            break
+        remaining = left
+    left = installed()
+    kept = [name for name in purge if name in left]
+    for user in data["users"]:
+        if exists(pwd.getpwnam, user):
+            subprocess.run(["userdel", user], check=False, stdout=subprocess.DEVNULL)
+    for group in data["groups"]:
+        if exists(grp.getgrnam, group):
+            subprocess.run(["groupdel", group], check=False, stdout=subprocess.DEVNULL)
+    if kept:
+        # a failed purge leaves dpkg's selection at "purge": the next apt-get run would
+        # remove them behind the user's back
+        selections = "".join("%s install\n" % name for name in kept)
+        subprocess.run(
+            ["dpkg", "--set-selections"],
+            input=selections.encode(),
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        data["packages"] = kept
+        save(path, data)
+        module.exit_json(
+            changed=True,
+            purged=[p for p in purge if p not in kept],
+            kept=kept,
+            warnings=[
+                "kept %s: dpkg would not purge them (a package installed since that needs "
+                "them, or a failing maintainer script): %s" % (", ".join(kept), tail(output, 3))
+            ],
+        )
+    os.unlink(path)
+    module.exit_json(changed=True, purged=purge, kept=[])
+
+
+def main():
+    from ansible.module_utils.basic import AnsibleModule
+
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "required": True, "choices": ["present", "absent"]},
+            "names": {"type": "list", "elements": "str", "default": []},
+            "users": {"type": "list", "elements": "str", "default": []},
+            "record": {"type": "path", "required": True},
+        },
+    )
+    if module.params["state"] == "present":
+        present(module, module.params)
+    absent(module, module.params)
+
+
+if __name__ == "__main__":
+    main()
