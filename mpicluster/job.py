@@ -37,6 +37,9 @@ FAILED_RANK = (  # searched in mpirun's own lines, joined (it wraps its messages
     re.compile(r"MPI_ABORT\s+was\s+invoked\s+on\s+rank\s+(\d+)"),
     re.compile(r"process\s+rank\s+(\d+)\s+with\s+PID\s+\d+\s+on\s+node\s+\S+\s+exited\s+on"),
     re.compile(r"Process name:\s*\[.*?(\d+)\]\s*$", re.MULTILINE),
+    # srun (--via slurm): "srun: error: node2: task 1: Exited with exit code 3" (the
+    # ranks it then ends are "Killed" or "Terminated": not the one that failed)
+    re.compile(r"srun: error: \S+: tasks? (\d+)[-,\d]*: Exited with exit code [1-9]"),
 )
 
 #: (rank, its node) or (None, None) for the launcher's own lines, stream, text
@@ -160,16 +163,27 @@ class _Streams:
     """
 
     def __init__(
-        self, on_line: OnLine, node_of: Callable[[int], str | None], sep: str = ""
+        self,
+        on_line: OnLine,
+        node_of: Callable[[int], str | None],
+        sep: str = "",
+        *,
+        slurm: bool = False,
     ) -> None:
         self.on_line = on_line
         self.node_of = node_of
         self.tag = re.compile(r"\[\d+,(\d+)\]<(stdout|stderr)>:" + re.escape(sep))
+        if slurm:  # srun --label: whole lines, "  0: text", on the rank's own stream
+            self.tag = re.compile(r"^ *(\d+)(): ")
         self.partial = {"stdout": b"", "stderr": b""}
         self.open: dict[tuple[int | None, str], str] = {}  # (rank, stream) -> text so far
         self.tails: dict[int, deque[str]] = {}
         self.untagged: list[str] = []
         self.raised: list[int] = []  # ranks that printed a Python traceback, in order
+        #: rank -> its last lines as they were when its first traceback ended (the
+        #: exception's line): what the failure shows, not MPI's abort banner after it
+        self.at_traceback: dict[int, list[str]] = {}
+        self._in_traceback: set[int] = set()
 
     def feed(self, stream: str, data: bytes) -> None:
         data = self.partial[stream] + data
@@ -195,7 +209,7 @@ class _Streams:
         for match in self.tag.finditer(raw):
             if match.start() > at:
                 pieces.append((*key, raw[at : match.start()]))
-            key = (int(match.group(1)), match.group(2))
+            key = (int(match.group(1)), match.group(2) or stream)
             at = match.end()
         pieces.append((*key, raw[at:]))
         *continued, (rank, kind, last) = pieces
@@ -208,9 +222,14 @@ class _Streams:
             self.untagged.append(text)
             self.on_line(None, None, stream, text)
             return
-        self.tails.setdefault(rank, deque(maxlen=TAIL)).append(text)
+        tail = self.tails.setdefault(rank, deque(maxlen=TAIL))
+        tail.append(text)
         if text.startswith("Traceback (most recent call last)") and rank not in self.raised:
             self.raised.append(rank)
+            self._in_traceback.add(rank)
+        elif rank in self._in_traceback and text and not text[0].isspace():
+            self._in_traceback.discard(rank)
+            self.at_traceback[rank] = list(tail)
         self.on_line(rank, self.node_of(rank), stream, text)
 
 
@@ -262,7 +281,9 @@ def _stream(
 ) -> JobResult:
     channel = client.get_transport().open_session()
     channel.exec_command(remote_command(plan, cwd))
-    streams = _Streams(on_line, plan.node_of, " " if plan.mpi_major >= 5 else "")
+    streams = _Streams(
+        on_line, plan.node_of, " " if plan.mpi_major >= 5 else "", slurm=plan.via == "slurm"
+    )
     stopped, stop_deadline = False, None
     hung, report, quiet_since = False, None, time.monotonic()
     while True:
@@ -308,5 +329,5 @@ def _stream(
         if rank is not None:
             result.failed_rank = rank
             result.failed_node = plan.node_of(rank)
-            result.tail = list(streams.tails.get(rank, ()))
+            result.tail = streams.at_traceback.get(rank) or list(streams.tails.get(rank, ()))
     return result

@@ -19,6 +19,9 @@ from mpicluster.errors import UsageError
 from mpicluster.inventory import Inventory
 
 Launcher = Literal["mpirun", "torchrun"]
+#: How the ranks start: Open MPI's mpirun over the cluster's SSH trust, or Slurm's srun
+#: (a job in the queue; the ranks wired up by PMIx).
+Via = Literal["mpirun", "slurm"]
 
 #: Variables of the control machine's environment that every rank gets, as DeepSpeed's
 #: launcher does (NCCL's settings and Python's), except those that would break the
@@ -40,6 +43,13 @@ TORCH_WRAPPER = (
     "LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK LOCAL_WORLD_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE "
     'NODE_RANK=$n GROUP_RANK=$n; exec "$@"'
 )
+#: The same from Slurm's variables (srun sets them before the program starts; Open MPI's
+#: own are only set inside MPI_Init under direct launch).
+TORCH_WRAPPER_SLURM = (
+    "export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID "
+    "LOCAL_WORLD_SIZE=$MPICLUSTER_PER_NODE NODE_RANK=$SLURM_NODEID GROUP_RANK=$SLURM_NODEID; "
+    'exec "$@"'
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class RunOptions:
     launcher: Launcher = "mpirun"
     debug: bool = False
     mpi4py: bool = True  # run Python programs under `-m mpi4py` (an exception aborts all)
+    via: Via = "mpirun"
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,7 @@ class Launch:
     placement: dict[str, int]  # node -> ranks (or torchrun processes) on it, in order
     ranks: int
     mpi_major: int = 5
+    via: Via = "mpirun"
 
     def node_of(self, rank: int) -> str | None:
         """The node a rank runs on (ranks fill nodes in order)."""
@@ -191,15 +203,33 @@ PYTHON_RANK = (
 )
 
 
+#: The same under srun: the traceback of an uncaught exception, then a moment before
+#: mpi4py's MPI_Abort at exit. Slurm ends the step at once on the abort, and the
+#: traceback's lines still on their way through slurmstepd were lost (seen on the local
+#: cluster: only "Traceback (most recent call last):" arrived; with the pause, all of it).
+PYTHON_RANK_SLURM = PYTHON_RANK.replace(
+    "from mpi4py.run import main\n",
+    "import time\n"
+    "def _hook(*exc, _print=sys.excepthook):\n"
+    "    _print(*exc)\n"
+    "    for name in ('stdout', 'stderr'):\n"
+    "        getattr(sys, name).flush()\n"
+    "    time.sleep(0.5)\n"
+    "sys.excepthook = _hook\n"
+    "from mpi4py.run import main\n",
+)
+
+
 def program_argv(options: RunOptions) -> list[str]:
     """The user's program; a Python one (`python X.py`, `python -m M`, `python -c C`,
     `X.py`) as PYTHON_RANK runs it."""
     program = list(options.program)
     if not python_rank(options):
         return program
+    wrapper = PYTHON_RANK_SLURM if options.via == "slurm" else PYTHON_RANK
     if program[0].endswith(".py"):
-        return ["python", "-c", PYTHON_RANK, *program]
-    return [program[0], "-c", PYTHON_RANK, *program[1:]]
+        return ["python", "-c", wrapper, *program]
+    return [program[0], "-c", wrapper, *program[1:]]
 
 
 def python_rank(options: RunOptions) -> bool:
@@ -227,6 +257,13 @@ def validate(inventory: Inventory, options: RunOptions, control_env: Mapping[str
     if options.launcher == "torchrun" and options.np is not None:
         raise UsageError("-np is for the mpirun launcher; torchrun takes --per-node")
     check_hosts(inventory, options.hosts)
+    if options.via == "slurm":
+        if inventory.scheduler is None:
+            raise UsageError(
+                "--via slurm: the inventory has no scheduler (add scheduler: {type: slurm})"
+            )
+        if options.map_by:
+            raise UsageError("--map-by is mpirun's; --via slurm places ranks node by node")
     rank_environment(options, control_env, inventory.network.interface)
 
 
@@ -243,6 +280,10 @@ def build(
     env = rank_environment(options, control_env, inventory.network.interface)
     if job_id:  # finds the job's processes on the nodes (the hang report)
         env["MPICLUSTER_JOB"] = job_id
+    if options.via == "slurm":
+        # Slurm numbers the ranks in its own node order (slurm.conf's: the inventory's)
+        order = [n.name for n in inventory.nodes]
+        return _srun(options, head, env, {h: where[h] for h in order if h in where})
     hosts = ",".join(f"{name}:{count}" for name, count in where.items())
     ranks = sum(where.values())
     argv = ["mpirun", "--host", hosts, "-np", str(ranks)]
@@ -278,3 +319,51 @@ def build(
         env["MPICLUSTER_RANKS_PER_NODE"] = " ".join(str(c) for c in where.values())
         argv += ["-x", "MPICLUSTER_RANKS_PER_NODE", "sh", "-c", TORCH_WRAPPER, "sh"]
     return Launch([*argv, *program_argv(options)], env, where, ranks, head.mpi_major)
+
+
+def _srun(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict) -> Launch:
+    """The job as a Slurm job step: srun allocates the nodes (waiting in the queue when
+    they are busy) and starts the ranks, wired up by PMIx. A rank that fails ends the
+    step (--kill-on-bad-exit); every line carries its rank (--label)."""
+    counts = set(where.values())
+    ranks = sum(where.values())
+    if len(counts) > 1:
+        raise UsageError(
+            f"-np {ranks} over {len(where)} nodes: --via slurm places as many ranks on each "
+            "node; give a multiple of the nodes, or --per-node"
+        )
+    per_node = counts.pop()
+    argv = [
+        "srun",
+        "--mpi=pmix",
+        f"--nodes={len(where)}",
+        f"--nodelist={','.join(where)}",
+        f"--ntasks-per-node={per_node}",
+        f"--ntasks={ranks}",
+        "--kill-on-bad-exit=1",
+        "--label",
+        "--job-name=mpicluster-run",
+    ]
+    first = next(iter(where))
+    if options.torch or options.launcher == "torchrun":
+        env.setdefault("MASTER_ADDR", first)
+        env.setdefault("MASTER_PORT", str(head.free_port))
+    if options.launcher == "torchrun":
+        torchrun = [
+            "torchrun",
+            "--nnodes",
+            str(len(where)),
+            "--nproc-per-node",
+            str(options.per_node or min(head.slots[h] for h in where)),
+            "--master-addr",
+            env["MASTER_ADDR"],
+            "--master-port",
+            env["MASTER_PORT"],
+        ]
+        script = f'exec {shlex.join(torchrun)} --node-rank "$SLURM_NODEID" "$@"'
+        argv += ["sh", "-c", script, "sh", *options.program]
+        return Launch(argv, env, where, ranks, head.mpi_major, "slurm")
+    if options.torch:
+        env["MPICLUSTER_PER_NODE"] = str(per_node)
+        argv += ["sh", "-c", TORCH_WRAPPER_SLURM, "sh"]
+    return Launch([*argv, *program_argv(options)], env, where, ranks, head.mpi_major, "slurm")

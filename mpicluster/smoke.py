@@ -28,6 +28,7 @@ from mpicluster.doctor import pairs
 from mpicluster.inventory import Inventory, Node
 from mpicluster.layout import Layout
 from mpicluster.mpi_settings import mpirun_network_args
+from mpicluster.slurm_smoke import SlurmSmoke, run_slurm_smoke
 from mpicluster.text import last_line
 
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
@@ -104,6 +105,8 @@ class SmokeReport:
     gpu: GpuSmoke | None = None
     #: The seed of the matrix's ring and sample; None when it tried every pair.
     seed: int | None = None
+    #: None without a scheduler.
+    slurm: SlurmSmoke | None = None
 
     @property
     def sampled(self) -> bool:
@@ -116,7 +119,7 @@ class SmokeReport:
     @property
     def ok(self) -> bool:
         mpi_ok = self.matrix_ok and self.allreduce is not None and self.allreduce.ok
-        extras = (self.horovod, self.gpu)
+        extras = (self.horovod, self.gpu, self.slurm)
         return mpi_ok and all(extra is None or extra.ok for extra in extras)
 
     def pair(self, source: str, target: str) -> PairResult | None:
@@ -133,6 +136,7 @@ class SmokeReport:
             "gpu": self.gpu.to_dict() if self.gpu else None,
             "sampled": self.sampled,
             "seed": self.seed,
+            "slurm": self.slurm.to_dict() if self.slurm else None,
             "seconds": self.seconds,
         }
 
@@ -169,6 +173,7 @@ def run_smoke(inventory: Inventory, on_progress=None, *, all_pairs: bool = False
         )
     if inventory.has_gpus:
         gpu = run_gpu_smoke(inventory, lay, allreduce, progress)
+    slurm = run_slurm_smoke(inventory, progress) if inventory.scheduler else None
     return SmokeReport(
         [n.name for n in inventory.nodes],
         tried,
@@ -177,6 +182,7 @@ def run_smoke(inventory: Inventory, on_progress=None, *, all_pairs: bool = False
         horovod,
         gpu,
         seed,
+        slurm,
     )
 
 

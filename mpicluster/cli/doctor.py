@@ -19,7 +19,7 @@ def doctor(
         typer.Option(
             "--check",
             help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
-            "fabric, versions, gpus, clock, disk, hostfile, launch.",
+            "fabric, versions, gpus, clock, disk, hostfile, launch, slurm.",
             show_default=False,
         ),
     ] = None,

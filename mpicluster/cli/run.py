@@ -54,6 +54,15 @@ def run(
     launcher: Annotated[
         str, typer.Option("--launcher", help="mpirun, or torchrun (one per node).")
     ] = "mpirun",
+    via: Annotated[
+        str | None,
+        typer.Option(
+            "--via",
+            help="mpirun, or slurm (srun --mpi=pmix: a job in the queue). Default: slurm "
+            "when the inventory has a scheduler, else mpirun.",
+            show_default=False,
+        ),
+    ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO on every rank.")] = False,
     tag: Annotated[
         bool, typer.Option("--tag", help="Prefix each line with its rank and node.")
@@ -124,6 +133,10 @@ def run(
             raise UsageError("--sync-to needs --sync")
         if launcher not in ("mpirun", "torchrun"):
             raise UsageError(f"--launcher {launcher!r}: one of mpirun, torchrun")
+        if via is None:
+            via = "slurm" if inv.scheduler is not None else "mpirun"
+        if via not in ("mpirun", "slurm"):
+            raise UsageError(f"--via {via!r}: one of mpirun, slurm")
         variables = {}
         if env_file is not None:
             if not env_file.is_file():
@@ -140,6 +153,7 @@ def run(
             torch=torch,
             launcher=launcher,  # type: ignore[arg-type]
             debug=debug,
+            via=via,  # type: ignore[arg-type]
         )
         if inspect:
             report = hang.inspect(inv, inv.nodes, "*", display.progress)

@@ -20,10 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mpicluster import layout, mpi_settings
-from mpicluster.doctor import launch_proof
+from mpicluster.doctor import launch_proof, slurm_facts
 from mpicluster.doctor import pairs as pair_plan
 from mpicluster.doctor.launch_proof import LaunchProof
 from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
+from mpicluster.doctor.slurm_facts import SlurmFacts
 from mpicluster.inventory import Inventory
 from mpicluster.layout import Layout
 from mpicluster.names import is_ip
@@ -68,6 +69,10 @@ class Options:
         return "ports" in self.checks or self.needs_mesh
 
     @property
+    def needs_slurm(self) -> bool:
+        return "slurm" in self.checks
+
+    @property
     def needs_exchange(self) -> bool:
         return self.needs_mesh or self.needs_ports or "clock" in self.checks
 
@@ -96,6 +101,7 @@ class Gathered:
     clocks: dict[str, Clock] = field(default_factory=dict)
     exchange_errors: dict[str, str] = field(default_factory=dict)
     launch: LaunchProof | None = None
+    slurm: SlurmFacts | None = None
 
     @property
     def names(self) -> list[str]:
@@ -162,6 +168,9 @@ def gather(inventory: Inventory, options: Options, progress: Progress) -> Gather
                 _exchange(found, pool, pairs_budget)
             if options.needs_probe and options.needs_launch:
                 found.launch = launch_proof.prove(found, pool, progress)
+            if options.needs_slurm and inventory.scheduler is not None:
+                progress("Checking Slurm: daemons, munge, slurm.conf, node states, a PMIx launch")
+                found.slurm = slurm_facts.gather(inventory)
     finally:
         for session in sessions.values():
             with contextlib.suppress(ProbeError):

@@ -8,6 +8,7 @@ from rich.markup import escape
 from mpicluster.ansible_run import PlaybookResult
 from mpicluster.provision import UpResult
 from mpicluster.render.display import Display, mark, styled
+from mpicluster.slurm_smoke import SlurmSmoke
 from mpicluster.smoke import AllreduceResult, GpuSmoke, SmokeReport
 from mpicluster.teardown import DownResult
 
@@ -115,6 +116,23 @@ def show_smoke(display: Display, report: SmokeReport) -> None:
             _show_allreduce(display, run)
     if report.gpu is not None:
         _show_gpu(display, report.gpu)
+    if report.slurm is not None:
+        _show_slurm(display, report.slurm)
+
+
+def _show_slurm(display: Display, slurm: SlurmSmoke) -> None:
+    rows = [
+        [step.name, mark(step.ok, "ok", "FAILED"), escape(step.detail or step.problem)]
+        for step in slurm.steps
+    ]
+    display.table(f"Slurm (controller {escape(slurm.controller)})", ["step", "", "seen"], rows)
+    for step in slurm.steps:
+        if not step.ok:
+            display.error(f"Slurm {step.name}: {step.problem}")
+            if step.cause:
+                display.info(f"likely cause: {step.cause}")
+            if step.command:
+                display.info(f"command: {step.command}")
 
 
 def _show_gpu(display: Display, gpu: GpuSmoke) -> None:

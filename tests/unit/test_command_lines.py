@@ -45,6 +45,7 @@ REGISTRY = {
     "mpicluster.job:remote_command": "test_launcher_runs_program_and_env_intact",
     "mpicluster.launch:Launch.command": "test_dry_run_command_splits_back",
     "mpicluster.launch:build": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.launch:_srun": "test_torch_wrappers_pass_program_intact",
     "mpicluster.layout:Layout.shell_exports": "test_shell_exports_source_back_intact",
     "mpicluster.local.podman:Podman.read_file": "test_local_host_key_reads_are_constant",
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
@@ -53,6 +54,10 @@ REGISTRY = {
     "mpicluster.smoke:env_matrix.command": "test_smoke_env_matrix_command",
     "mpicluster.smoke:mpirun_command": "test_smoke_commands_split_back",
     "mpicluster.smoke:run_allreduce": "test_smoke_commands_split_back",
+    "mpicluster.slurm_smoke:_ctl": "test_slurm_commands_split_back",
+    "mpicluster.slurm_smoke:pmix_command": "test_slurm_commands_split_back",
+    "mpicluster.slurm_smoke:sbatch_step": "test_slurm_commands_split_back",
+    "mpicluster.doctor.slurm_facts:gather": "test_slurm_commands_split_back",
     "mpicluster.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
     "mpicluster.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
 }
@@ -500,6 +505,29 @@ def test_torch_wrappers_pass_program_intact(tmp_path, marker):
     assert argv[argv.index("--node-rank") + 1] == "1"
     assert argv[-len(program) :] == list(program)
 
+    # --via slurm: the same from Slurm's variables
+    slurm = inventory(tmp_path, GOOD + "scheduler: {type: slurm}\n")
+    slurm_env = {**os.environ, "SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "1"}
+    slurm_env["SLURM_NODEID"] = "0"
+    via = RunOptions(program=program, torch=True, mpi4py=False, via="slurm")
+    plan = build(slurm, via, _head(), env)
+    tail = plan.argv[plan.argv.index("sh") :]
+    assert tail[:2] == ["sh", "-c"] and tail[3:] == ["sh", *program]
+    slurm_env["MPICLUSTER_PER_NODE"] = plan.env["MPICLUSTER_PER_NODE"]
+    done = subprocess.run(tail, env=slurm_env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [values, "1"]
+    via = RunOptions(program=program, launcher="torchrun", via="slurm")
+    plan = build(slurm, via, _head(), env)
+    tail = plan.argv[plan.argv.index("sh") :]
+    assert tail[3:] == ["sh", *program]
+    slurm_env["PATH"] = rank_env["PATH"]
+    done = subprocess.run(tail, env=slurm_env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    argv = calls_of(calls)[-1]
+    assert argv[argv.index("--node-rank") + 1] == "0"
+    assert argv[-len(program) :] == list(program)
+
 
 def test_shell_exports_source_back_intact(tmp_path, marker):
     from mpicluster.layout import Layout
@@ -625,6 +653,60 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
     assert words[:4] == ["timeout", "-k", "10", "12"]
     user = inv.node_ssh(inv.nodes[0]).user
     assert words[4:] == shlex.split(smoke.mpirun_command(inv, lay, 5, user))
+
+
+def test_slurm_commands_split_back(tmp_path, monkeypatch):
+    """The Slurm smoke test's and doctor's commands: the stack's Python and the smoke
+    program come back as single words, sbatch's --wrap is the srun line intact, and the
+    timeout prefix leaves the command as it was."""
+    from mpicluster import slurm_smoke, transport
+    from mpicluster.doctor import slurm_facts
+    from mpicluster.layout import Layout
+
+    monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path / "home"))
+    text = (
+        "cluster: test\nstack: {prefix: /opt/a-b.c}\nscheduler: {type: slurm}\n"
+        "nodes:\n  - {name: n1, address: 10.0.0.1}\n  - {name: n2.example-x}\n"
+    )
+    inv = inventory(tmp_path, text)
+    lay = Layout.of(inv)
+    srun = shlex.split(slurm_smoke.pmix_command(inv, lay))
+    assert srun[:5] == ["srun", "-N2", "--ntasks-per-node=1", "-t", "5"]
+    assert srun[6:8] == ["/opt/a-b.c/current/venv/bin/python", "/etc/mpicluster/smoke/allreduce.py"]
+    commands = []
+    said = {"munge -n": "MUNGE:abc:", "scontrol ping": "Slurmctld(primary) at n1 is UP"}
+
+    def fake_run_on(inv, node, command, **kw):
+        commands.append(command)
+        out = next((v for k, v in said.items() if k in command), "")
+        if "sinfo" in command:
+            out = "n1|idle\nn2.example-x|idle\n---\n"
+        if "srun" in command or command.startswith("cat /tmp"):
+            out = json.dumps({"ranks": 2, "results": [{"elements": 1, "exact": True}]})
+        if "sbatch" in command:
+            out = "7\n"
+        if "show job" in command:
+            out = "JobId=7 JobState=COMPLETED BatchHost=n1"
+        return transport.RemoteResult(node.name, out, "", 0)
+
+    def fake_everywhere(inv, command, **kw):
+        commands.append(command)
+        out = "daemon.munged=up\ndaemon.slurmd=up\n"
+        return {n.name: transport.RemoteResult(n.name, out, "", 0) for n in inv.nodes}
+
+    monkeypatch.setattr(transport, "run_on", fake_run_on)
+    monkeypatch.setattr(transport, "run_everywhere", fake_everywhere)
+    step = slurm_smoke.sbatch_step(inv, lay, inv.nodes[0])
+    assert step.ok, step
+    words = shlex.split(commands[0])
+    assert words[:3] == ["timeout", "-k", "5"]
+    assert words[words.index("--wrap") + 1] == slurm_smoke.pmix_command(inv, lay)
+    commands.clear()
+    facts = slurm_facts.gather(inv)
+    assert facts.launch_ok, facts
+    launch = next(c for c in commands if "srun" in c)
+    assert shlex.split(launch)[4:] == shlex.split(slurm_smoke.pmix_now(inv, lay))
+    assert slurm_facts.NODE_COMMAND in commands
 
 
 def test_sync_fan_out_script_under_sh(tmp_path, marker):

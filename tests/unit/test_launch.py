@@ -235,3 +235,109 @@ def test_output_lines_are_reassembled_from_tagged_chunks_and_each_ranks_tail_kep
         (2, "node3", "stdout", "rank 2 starting"),
         (1, "node2", "stdout", "no newline"),
     ]
+
+
+SLURM = parse_inventory(
+    "cluster: t\nnetwork: {interface: eth1}\nscheduler: {type: slurm}\n"
+    "nodes:\n  - {name: node1, slots: 2}\n  - {name: node2, slots: 2}\n"
+    "  - {name: node3, slots: 2}\n"
+)
+
+
+def srun(*program: str, **options):
+    return build(SLURM, RunOptions(program=program, via="slurm", **options), HEAD, {})
+
+
+def test_via_slurm_is_one_srun_step_with_pmix_and_the_same_environment():
+    launch = srun("python", "train.py", per_node=1, hosts=("node3", "node1"))
+    assert launch.via == "slurm"
+    assert launch.argv[:9] == [
+        "srun",
+        "--mpi=pmix",
+        "--nodes=2",
+        "--nodelist=node1,node3",  # Slurm numbers ranks in its node order
+        "--ntasks-per-node=1",
+        "--ntasks=2",
+        "--kill-on-bad-exit=1",
+        "--label",
+        "--job-name=mpicluster-run",
+    ]
+    assert launch.argv[9:] == program_argv(RunOptions(program=("python", "train.py"), via="slurm"))
+    assert "time.sleep(0.5)" in launch.argv[11]
+    assert [launch.node_of(r) for r in range(2)] == ["node1", "node3"]
+    assert launch.env == {"NCCL_SOCKET_IFNAME": "eth1"}  # srun passes the launcher's on
+
+
+def test_via_slurm_maps_slurms_variables_for_pytorch():
+    launch = srun("python", "ddp.py", torch=True)
+    assert launch.env["MASTER_ADDR"] == "node1" and launch.env["MASTER_PORT"] == "29500"
+    assert launch.env["MPICLUSTER_PER_NODE"] == "2"
+    wrapper = launch.argv[launch.argv.index("-c") + 1]
+    done = subprocess.run(
+        [
+            "sh",
+            "-c",
+            wrapper,
+            "sh",
+            "sh",
+            "-c",
+            "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK",
+        ],
+        env={
+            "SLURM_PROCID": "3",
+            "SLURM_NTASKS": "6",
+            "SLURM_LOCALID": "1",
+            "SLURM_NODEID": "1",
+            "MPICLUSTER_PER_NODE": "2",
+            "PATH": "/usr/bin:/bin",
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["3", "6", "1", "2", "1"]
+    torchrun = srun("train.py", launcher="torchrun", per_node=2)
+    assert "--ntasks-per-node=1" in torchrun.argv
+    assert '--node-rank "$SLURM_NODEID"' in torchrun.argv[torchrun.argv.index("-c") + 1]
+
+
+def test_via_slurm_refusals():
+    with pytest.raises(UsageError, match="no scheduler"):
+        plan("a", via="slurm")
+    with pytest.raises(UsageError, match="--map-by is mpirun's"):
+        srun("a", map_by="node")
+    with pytest.raises(UsageError, match="as many ranks on each node"):
+        srun("a", np=5)
+    assert srun("a", np=3, per_node=1).ranks == 3
+
+
+def test_srun_labels_and_its_failed_task():
+    seen = []
+    nodes = {0: "node1", 1: "node2", 12: "node3"}
+    streams = job._Streams(lambda *a: seen.append(a), nodes.get, slurm=True)
+    streams.feed("stdout", b"0: hello\n 12: twelve\nsrun: job 7 queued\n")
+    streams.feed("stderr", b"1: Traceback (most recent call last)\n")
+    streams.flush()
+    assert seen == [
+        (0, "node1", "stdout", "hello"),
+        (12, "node3", "stdout", "twelve"),
+        (None, None, "stdout", "srun: job 7 queued"),
+        (1, "node2", "stderr", "Traceback (most recent call last)"),
+    ]
+    said = [
+        "srun: error: node1: tasks 0,2: Killed",
+        "srun: error: node2: task 1: Exited with exit code 3",
+    ]
+    assert job.failed_rank(said) == 1
+    assert job.failed_rank(said[:1]) is None
+
+
+def test_a_failed_ranks_tail_ends_with_its_exception_not_mpis_banner_after_it():
+    streams = job._Streams(lambda *a: None, {1: "node2"}.get, slurm=True)
+    lines = ["1: Traceback (most recent call last):", '1:   File "<string>", line 1']
+    lines += ["1: AssertionError: rank 1 gives up", "1: " + "-" * 20]
+    lines += [f"1: MPI_ABORT banner {n}" for n in range(12)]
+    streams.feed("stderr", ("\n".join(lines) + "\n").encode())
+    assert streams.at_traceback[1][-1] == "AssertionError: rank 1 gives up"
+    assert streams.at_traceback[1][0] == "Traceback (most recent call last):"
+    assert list(streams.tails[1])[-1] == "MPI_ABORT banner 11"

@@ -19,6 +19,7 @@ from mpicluster.doctor.checks import (
     mesh,
     names,
     network,
+    slurm,
     ssh_access,
 )
 from mpicluster.doctor.model import CheckReport
@@ -46,5 +47,6 @@ CHECKS = [
     Check(basics.DISK, basics.DISK_TITLE, basics.check_disk),
     Check(basics.HOSTFILE, basics.HOSTFILE_TITLE, basics.check_hostfile),
     Check(launch.NAME, launch.TITLE, launch.check),
+    Check(slurm.NAME, slurm.TITLE, slurm.check),
 ]
 NAMES = [check.name for check in CHECKS]
