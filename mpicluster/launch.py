@@ -292,33 +292,46 @@ def build(
     if head.user == "root":
         argv.append("--allow-run-as-root")
     argv += ["--output", "tag"] if head.mpi_major >= 5 else ["--tag-output"]
-    first = next(iter(where))
-    if options.torch or options.launcher == "torchrun":
-        env.setdefault("MASTER_ADDR", first)
-        env.setdefault("MASTER_PORT", str(head.free_port))
+    rendezvous(options, head, env, where)
     for name in env:
         argv += ["-x", name]
     if options.launcher == "torchrun":
-        per_node = options.per_node or min(head.slots[h] for h in where)
-        torchrun = [
-            "torchrun",
-            "--nnodes",
-            str(len(where)),
-            "--nproc-per-node",
-            str(per_node),
-            "--master-addr",
-            env["MASTER_ADDR"],
-            "--master-port",
-            env["MASTER_PORT"],
-        ]
         # one torchrun per node; its node rank is its MPI rank, known only on the node
-        script = f'exec {shlex.join(torchrun)} --node-rank "$OMPI_COMM_WORLD_RANK" "$@"'
-        argv += ["sh", "-c", script, "sh", *options.program]
+        argv += torchrun_per_node(options, head, env, where, "$OMPI_COMM_WORLD_RANK")
         return Launch(argv, env, where, ranks, head.mpi_major)
     if options.torch:
         env["MPICLUSTER_RANKS_PER_NODE"] = " ".join(str(c) for c in where.values())
         argv += ["-x", "MPICLUSTER_RANKS_PER_NODE", "sh", "-c", TORCH_WRAPPER, "sh"]
     return Launch([*argv, *program_argv(options)], env, where, ranks, head.mpi_major)
+
+
+def rendezvous(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict) -> None:
+    """PyTorch's rendezvous for --torch and torchrun: the first node, a port free on the
+    head (unless the user gave them)."""
+    if options.torch or options.launcher == "torchrun":
+        env.setdefault("MASTER_ADDR", next(iter(where)))
+        env.setdefault("MASTER_PORT", str(head.free_port))
+
+
+def torchrun_per_node(
+    options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict, node_rank: str
+) -> list[str]:
+    """`sh -c SCRIPT sh PROGRAM...` that one launcher process per node runs: torchrun
+    with a static rendezvous, its node rank from the launcher's variable `node_rank`
+    (known only on the node)."""
+    torchrun = [
+        "torchrun",
+        "--nnodes",
+        str(len(where)),
+        "--nproc-per-node",
+        str(options.per_node or min(head.slots[h] for h in where)),
+        "--master-addr",
+        env["MASTER_ADDR"],
+        "--master-port",
+        env["MASTER_PORT"],
+    ]
+    script = f'exec {shlex.join(torchrun)} --node-rank "{node_rank}" "$@"'
+    return ["sh", "-c", script, "sh", *options.program]
 
 
 def _srun(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict) -> Launch:
@@ -344,24 +357,9 @@ def _srun(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict
         "--label",
         "--job-name=mpicluster-run",
     ]
-    first = next(iter(where))
-    if options.torch or options.launcher == "torchrun":
-        env.setdefault("MASTER_ADDR", first)
-        env.setdefault("MASTER_PORT", str(head.free_port))
+    rendezvous(options, head, env, where)
     if options.launcher == "torchrun":
-        torchrun = [
-            "torchrun",
-            "--nnodes",
-            str(len(where)),
-            "--nproc-per-node",
-            str(options.per_node or min(head.slots[h] for h in where)),
-            "--master-addr",
-            env["MASTER_ADDR"],
-            "--master-port",
-            env["MASTER_PORT"],
-        ]
-        script = f'exec {shlex.join(torchrun)} --node-rank "$SLURM_NODEID" "$@"'
-        argv += ["sh", "-c", script, "sh", *options.program]
+        argv += torchrun_per_node(options, head, env, where, "$SLURM_NODEID")
         return Launch(argv, env, where, ranks, head.mpi_major, "slurm")
     if options.torch:
         env["MPICLUSTER_PER_NODE"] = str(per_node)

@@ -46,6 +46,7 @@ REGISTRY = {
     "mpicluster.launch:Launch.command": "test_dry_run_command_splits_back",
     "mpicluster.launch:build": "test_torch_wrappers_pass_program_intact",
     "mpicluster.launch:_srun": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.launch:torchrun_per_node": "test_torch_wrappers_pass_program_intact",
     "mpicluster.layout:Layout.shell_exports": "test_shell_exports_source_back_intact",
     "mpicluster.local.podman:Podman.read_file": "test_local_host_key_reads_are_constant",
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
