@@ -7,7 +7,6 @@ moment) and is never printed or logged.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mpicluster.errors import MpiclusterError
+from mpicluster.fileutil import write_secret
 from mpicluster.paths import state_dir
 
 
@@ -51,13 +51,8 @@ def ensure_cluster_key(cluster: str) -> ClusterKey:
             .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
             .decode()
         )
-        tmp = directory / ".id_ed25519.tmp"
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(pem)
         public.write_text(f"{line} {comment}\n")
-        tmp.replace(private)
+        write_secret(private, pem)
     mode = private.stat().st_mode & 0o777
     if mode & 0o077:
         raise MpiclusterError(

@@ -25,3 +25,14 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> bool:
         Path(tmp).unlink(missing_ok=True)
         raise
     return True
+
+
+def write_secret(path: Path, data: bytes) -> None:
+    """A new private file (a key): 0600 from its first byte (never readable by others,
+    not even for a moment), complete or absent (written aside, then renamed)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    tmp.replace(path)

@@ -11,13 +11,13 @@ those packages and the users they made.
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
 from mpicluster.cluster_key import cluster_dir
 from mpicluster.errors import MpiclusterError
+from mpicluster.fileutil import write_secret
 from mpicluster.inventory import Inventory
 
 CONF_DIR = "/etc/slurm"
@@ -65,12 +65,7 @@ def ensure_munge_key(cluster: str) -> Path:
     path = munge_key_path(cluster)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(".munge.key.tmp")
-        tmp.unlink(missing_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(secrets.token_bytes(1024))
-        tmp.replace(path)
+        write_secret(path, secrets.token_bytes(1024))
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise MpiclusterError(
