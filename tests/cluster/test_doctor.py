@@ -118,8 +118,13 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
         "disk",
         "hostfile",
         "launch",
+        "slurm",
     ]
     assert all(c["not_checked"] == [] for c in report["checks"])
+    slurm = next(c for c in report["checks"] if c["name"] == "slurm")
+    assert [r["evidence"] for r in slurm["results"]] == [
+        "no scheduler in the inventory: nothing to check"
+    ]
     launch = next(c for c in report["checks"] if c["name"] == "launch")
     assert {r["node"] for r in launch["results"]} == {*NODES, None}
     across = next(r for r in launch["results"] if r["node"] is None)
