@@ -23,6 +23,8 @@ options:
   record: {type: path, required: true}
 """
 
+import base64
+import glob
 import grp
 import json
 import os
@@ -31,6 +33,18 @@ import subprocess
 import tempfile
 
 ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+#: What installing and purging the packages rewrites beside them: shadow's backups of
+#: the user and group files (adduser, userdel) and ucf's rotated registry. Kept as they
+#: were before the first install and given back after the purge (the record is 0600:
+#: shadow's backup holds password hashes).
+#: (ucf's registry itself is left alone: another package may be in it by now.)
+BOOKKEEPING = (
+    "/etc/passwd-",
+    "/etc/group-",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/var/lib/ucf/hashfile.*",
+)
 
 
 def installed():
@@ -54,7 +68,46 @@ def load(path):
             data = json.load(handle)
     except (OSError, ValueError):
         data = {}
-    return {key: list(data.get(key, [])) for key in ("packages", "users", "groups")}
+    found = {key: list(data.get(key, [])) for key in ("packages", "users", "groups")}
+    if "files" in data:
+        found["files"] = data["files"]
+    return found
+
+
+def snapshot():
+    """The BOOKKEEPING files as they are: {path: [mode, uid, gid, base64]}; the globs'
+    folders are listed whole, so a file made later is known to be new."""
+    files = {}
+    for pattern in BOOKKEEPING:
+        for path in sorted(glob.glob(pattern)) or ([] if "*" in pattern else [pattern]):
+            try:
+                info = os.stat(path)
+                with open(path, "rb") as handle:
+                    data = base64.b64encode(handle.read()).decode()
+                files[path] = [info.st_mode & 0o7777, info.st_uid, info.st_gid, data]
+            except FileNotFoundError:
+                files[path] = None
+    return files
+
+
+def give_back(files):
+    """The BOOKKEEPING files as snapshot() saw them: rewritten, or removed when new."""
+    for pattern in BOOKKEEPING:
+        for path in glob.glob(pattern):
+            if path not in files:
+                files[path] = None
+    for path, was in files.items():
+        if was is None:
+            if os.path.lexists(path):
+                os.unlink(path)
+            continue
+        mode, uid, gid, data = was
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".mpicluster.")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(base64.b64decode(data))
+        os.chown(tmp, uid, gid)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
 
 
 def save(path, data):
@@ -64,7 +117,7 @@ def save(path, data):
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=1, sort_keys=True)
         handle.write("\n")
-    os.chmod(tmp, 0o644)
+    os.chmod(tmp, 0o600)
     os.replace(tmp, path)
 
 
@@ -86,6 +139,8 @@ def present(module, params):
     if not missing:
         module.exit_json(changed=False, added=[], names=params["names"])
     data = load(params["record"])
+    if "files" not in data:  # before the first install only
+        data["files"] = snapshot()
     for user in params["users"]:
         if not exists(pwd.getpwnam, user) and user not in data["users"]:
             data["users"].append(user)
@@ -143,6 +198,8 @@ def absent(module, params):
     for group in data["groups"]:
         if exists(grp.getgrnam, group):
             subprocess.run(["groupdel", group], check=False, stdout=subprocess.DEVNULL)
+    if not kept and data.get("files"):
+        give_back(data["files"])
     if kept:
         # a failed purge leaves dpkg's selection at "purge": the next apt-get run would
         # remove them behind the user's back

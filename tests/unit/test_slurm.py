@@ -216,3 +216,27 @@ def test_doctor_without_a_controller_does_not_launch():
     bad = failures(found)
     assert bad[0].evidence.startswith("slurmctld does not answer")
     assert SlurmNode(False).reached is False
+
+
+def test_the_packages_bookkeeping_files_come_back_as_they_were(tmp_path, monkeypatch):
+    """shadow's backups and ucf's rotations, rewritten by adduser/userdel and the purge:
+    given back byte for byte with their mode; one made since is removed."""
+    import importlib.util
+
+    from mpicluster.paths import data_path
+
+    path = data_path("playbooks") / "library" / "mpicluster_packages.py"
+    spec = importlib.util.spec_from_file_location("mpicluster_packages", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    backup, rotated = tmp_path / "passwd-", tmp_path / "hashfile.0"
+    backup.write_text("root:x:0:0\n")
+    backup.chmod(0o640)
+    monkeypatch.setattr(module, "BOOKKEEPING", (str(backup), f"{tmp_path}/hashfile.*"))
+    before = module.snapshot()
+    backup.write_text("root:x:0:0\nmunge:x:101:102\n")
+    backup.chmod(0o644)
+    rotated.write_text("new\n")
+    module.give_back(before)
+    assert backup.read_text() == "root:x:0:0\n" and backup.stat().st_mode & 0o777 == 0o640
+    assert not rotated.exists()
