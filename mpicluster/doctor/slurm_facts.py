@@ -29,6 +29,14 @@ NODE_COMMAND = (
     'echo "hardware=$(slurmd -C 2>/dev/null | head -n 1)"; '
     'echo "munge=$(unmunge 2>&1 | grep -m1 -E "^STATUS|unmunge:" | tr -s " ")"'
 )
+#: One round trip to the controller: a credential, `scontrol ping`, slurm.conf, and
+#: (when slurmctld answers) sinfo's states and reasons, in sections.
+CONTROLLER_COMMAND = (
+    'munge -n; echo @@; ping=$(timeout 20 scontrol ping 2>&1); echo "$ping"; echo @@; '
+    f"cat {SLURM_CONF}; echo @@; "
+    'case "$ping" in *"is UP"*) '
+    "timeout 20 sinfo -h -N -o '%N|%T'; echo @@; timeout 20 sinfo -h -R -o '%n|%E';; esac"
+)
 LAUNCH_TIMEOUT = 90
 
 
@@ -94,10 +102,11 @@ def gather(inventory: Inventory) -> SlurmFacts:
     lay = Layout.of(inventory)
     controller = inventory.controller or inventory.nodes[0]
     found = SlurmFacts(controller.name)
-    made = transport.run_on(inventory, controller, "munge -n", timeout=30)
-    credential = made.stdout.strip()
-    if made.error or made.exit_code != 0 or not credential.startswith("MUNGE:"):
-        found.credential_error = made.error or (made.stderr or made.stdout).strip()[-200:]
+    said = transport.run_on(inventory, controller, CONTROLLER_COMMAND, timeout=90)
+    credential, ping, conf, states, reasons = (said.stdout.split("@@\n") + [""] * 5)[:5]
+    credential = credential.strip()
+    if said.error or not credential.startswith("MUNGE:"):
+        found.credential_error = said.error or said.stderr.strip()[-200:] or "no credential"
         credential = ""
     results = transport.run_everywhere(inventory, NODE_COMMAND, timeout=30, stdin=credential + "\n")
     for node in inventory.nodes:
@@ -106,21 +115,12 @@ def gather(inventory: Inventory) -> SlurmFacts:
             found.nodes[node.name] = SlurmNode(False, error=result.error)
         else:
             found.nodes[node.name] = parse_node(result.stdout)
-    ping = transport.run_on(inventory, controller, "timeout 20 scontrol ping", timeout=40)
-    found.ping = (ping.error or ping.stdout or ping.stderr).strip()
-    found.ping_ok = ping.exit_code == 0 and "is UP" in ping.stdout
-    conf = transport.run_on(inventory, controller, f"cat {SLURM_CONF}", timeout=30)
-    found.configured = parse_node_lines(conf.stdout)
+    found.ping = ping.strip() or said.error
+    found.ping_ok = "is UP" in ping
+    found.configured = parse_node_lines(conf)
     if not found.ping_ok:
         found.launch_skipped = "slurmctld does not answer"
         return found
-    sinfo = transport.run_on(
-        inventory,
-        controller,
-        "timeout 20 sinfo -h -N -o '%N|%T'; echo ---; timeout 20 sinfo -h -R -o '%n|%E'",
-        timeout=50,
-    )
-    states, _, reasons = sinfo.stdout.partition("---")
     found.states, found.reasons = parse_sinfo(states), parse_sinfo(reasons)
     # A job sent to a node whose slurmd is dead stays COMPLETING there, and the node
     # with it, until Slurm declares the node down (SlurmdTimeout, 5 minutes): no launch.

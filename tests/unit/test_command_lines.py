@@ -679,6 +679,10 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
 
     def fake_run_on(inv, node, command, **kw):
         commands.append(command)
+        if command == slurm_facts.CONTROLLER_COMMAND:
+            answer = "MUNGE:abc:\n@@\nSlurmctld(primary) at n1 is UP\n@@\n@@\n"
+            answer += "n1|idle\nn2.example-x|idle\n@@\n"
+            return transport.RemoteResult(node.name, answer, "", 0)
         out = next((v for k, v in said.items() if k in command), "")
         if "sinfo" in command:
             out = "n1|idle\nn2.example-x|idle\n---\n"
