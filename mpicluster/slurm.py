@@ -38,7 +38,6 @@ LEFTOVERS = (
     "/etc/munge",
     "/var/lib/slurm",
     "/var/log/slurm",
-    "/var/spool/slurmd",
     "/var/lib/munge",
     "/var/log/munge",
     "/run/munge",

@@ -189,11 +189,14 @@ def parse_sinfo(text: str) -> dict[str, str]:
     return states
 
 
+def ready(state: str) -> bool:
+    """A node state that takes jobs (sinfo's flag characters, `idle*`, stripped)."""
+    return state.rstrip("*~#!%$@^-") in READY_STATES
+
+
 def not_ready(states: dict[str, str], nodes: list[str]) -> dict[str, str]:
     return {
-        name: states.get(name, "not in sinfo")
-        for name in nodes
-        if states.get(name, "").rstrip("*~#!%$@^-") not in READY_STATES
+        name: states.get(name, "not in sinfo") for name in nodes if not ready(states.get(name, ""))
     }
 
 

@@ -9,7 +9,7 @@ from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
 from mpicluster.doctor.slurm_facts import SlurmFacts
 from mpicluster.slurm import MUNGE_TTL
-from mpicluster.slurm_smoke import READY_STATES, RESUME, munge_cause
+from mpicluster.slurm_smoke import RESUME, munge_cause, ready
 
 NAME = "slurm"
 TITLE = "Slurm: daemons, munge, slurm.conf, node states, a PMIx launch"
@@ -140,7 +140,7 @@ def judge_states(facts: SlurmFacts) -> list[Result]:
             results.append(
                 failed(name, "not in sinfo", "`mpicluster up INVENTORY` writes its node line")
             )
-        elif state.rstrip("*~#!%$@^-") in READY_STATES:
+        elif ready(state):
             results.append(passed(name, f"Slurm state {state}"))
         else:
             reason = facts.reasons.get(name)
