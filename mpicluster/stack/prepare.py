@@ -196,6 +196,7 @@ def _group_spec(
             extra=list(stack.openmpi.configure_args),
             ucx="ucx" in by_name,
         ),
+        "prte_defaults": recipe.prte_defaults(by_name["openmpi"]),
         "ucx": (
             {
                 "version": by_name["ucx"].version,

@@ -24,6 +24,22 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
+#: PRRTE's defaults the stack's Open MPI 5 starts with ($prefix/etc/prte-mca-params.conf;
+#: a user's --bind-to, or their own setting, still wins). PRRTE binds each rank to one
+#: core when a node's ranks fit its cores (4.x bound to the socket past 2 ranks): a
+#: Horovod rank pinned to one core, with its background thread polling MPI beside the
+#: main thread, hung in hvd.init()'s first MPI_Comm_dup with two ranks on each of two
+#: nodes (local cluster, 5.0.7; --bind-to none or the socket: 5 s). Horovod's own
+#: guidance is `mpirun -bind-to none`; PyTorch's launchers bind nothing either.
+PRTE_DEFAULTS = {"hwloc_default_binding_policy": "none"}
+
+
+def prte_defaults(source: Source) -> dict[str, str]:
+    """PRRTE's settings written into the stack (Open MPI 5 and later; 4.x has no PRRTE
+    and its default binding, the socket past two ranks, does not hang)."""
+    return dict(PRTE_DEFAULTS) if _major(source) >= 5 else {}
+
+
 def openmpi_configure_args(
     source: Source,
     prefix: str,
