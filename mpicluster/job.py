@@ -136,8 +136,12 @@ def parse_head_facts(text: str) -> HeadFacts:
     return HeadFacts(slots, major, int(parts[2].strip() or 0), parts[3].strip())
 
 
-def remote_command(plan: Launch, cwd: str | None) -> str:
+def remote_command(plan: Launch, cwd: str | None, job_id: str = "", head: str = "") -> str:
+    """The launcher's command line; with the job's id, a stop also ends what mpirun
+    left of the job on every node it used (remote/reap.py)."""
     spec = {"argv": plan.argv, "env": plan.env, "cwd": cwd}
+    if job_id:
+        spec.update(job=job_id, head=head, hosts=list(plan.placement), reap=remote.source("reap"))
     encoded = base64.b64encode(json.dumps(spec).encode()).decode()
     # not on stdin (remote.script): the launcher's stdin is the control channel
     return f"{remote.PYTHON} -c {shlex.quote(remote.source('launcher'))} {encoded}"
@@ -263,7 +267,7 @@ def run_job(
             f"Running on {plan.ranks} rank(s): "
             + ", ".join(f"{n} x{c}" for n, c in plan.placement.items())
         )
-        return _stream(conn.client, plan, cwd, on_line, started, hang, job_id)
+        return _stream(conn.client, plan, cwd, on_line, started, hang, job_id, head.name)
     except (paramiko.SSHException, OSError, TimeoutError) as exc:
         raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
     finally:
@@ -278,9 +282,10 @@ def _stream(
     started: float,
     hang: HangWatch | None = None,
     job_id: str = "",
+    head: str = "",
 ) -> JobResult:
     channel = client.get_transport().open_session()
-    channel.exec_command(remote_command(plan, cwd))
+    channel.exec_command(remote_command(plan, cwd, job_id, head))
     streams = _Streams(
         on_line, plan.node_of, " " if plan.mpi_major >= 5 else "", slurm=plan.via == "slurm"
     )
