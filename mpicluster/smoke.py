@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mpicluster import layout, nccl_tests, remote, ssh_failures, transport
+from mpicluster import hostfile, layout, nccl_tests, remote, ssh_failures, transport
 from mpicluster.doctor import pairs
 from mpicluster.inventory import Inventory, Node
 from mpicluster.layout import Layout
@@ -367,14 +367,35 @@ def selected_pmls(output: str) -> list[str]:
     return sorted(set(PML_SELECTED.findall(output)))
 
 
+#: The CPU runs' ranks per node: each node's slots, up to this many. Several ranks on
+#: each of several nodes is a case of its own: Horovod hung in hvd.init() with two ranks
+#: on each of two nodes while one per node passed (Open MPI 5.0.7's default binding).
+#: More than two would only slow the smoke test on big nodes.
+RANKS_PER_NODE = 2
+
+
+def cpu_placement(inventory: Inventory, slots: dict[str, int] | None = None) -> list[str]:
+    """Every node, min(its slots, RANKS_PER_NODE) ranks on each; `slots` from the head's
+    hostfile (the inventory's slots or GPUs when it could not be read, else 1). No
+    --map-by: mpirun's own mapping and binding, as a user's plain mpirun gets them."""
+    found = slots or {}
+    per_node = {
+        n.name: max(1, min(found.get(n.name) or n.slots or n.gpus or 1, RANKS_PER_NODE))
+        for n in inventory.nodes
+    }
+    hosts = ",".join(f"{name}:{count}" for name, count in per_node.items())
+    return ["--host", hosts, "-np", str(sum(per_node.values()))]
+
+
 def mpirun_command(
-    inventory: Inventory, lay: Layout, major: int, user: str, kind: str = "mpi4py"
+    inventory: Inventory,
+    lay: Layout,
+    major: int,
+    user: str,
+    kind: str = "mpi4py",
+    slots: dict[str, int] | None = None,
 ) -> str:
-    # CPU runs, no -np: one rank per slot of the hostfile `up` wrote, on every node.
-    if kind in GPU_KINDS:
-        placement = gpu_placement(inventory)
-    else:
-        placement = ["--hostfile", layout.HOSTFILE, "--map-by", "node"]
+    placement = gpu_placement(inventory) if kind in GPU_KINDS else cpu_placement(inventory, slots)
     parts = [f"{lay.mpi_bin}/mpirun", *placement]
     if user == "root":
         parts.append("--allow-run-as-root")
@@ -388,12 +409,21 @@ def mpirun_command(
     return " ".join(shlex.quote(p) for p in parts)
 
 
+SLOTS_MARK = "@@slots"
+
+
 def run_allreduce(
     inventory: Inventory, lay: Layout, timeout: float = 180, kind: str = "mpi4py"
 ) -> AllreduceResult:
     head = inventory.nodes[0]
     user = inventory.node_ssh(head).user
-    version = transport.run_on(inventory, head, f"{lay.mpi_bin}/mpirun --version", timeout=30)
+    version = transport.run_on(
+        inventory,
+        head,
+        f"{lay.mpi_bin}/mpirun --version && "
+        f"{{ echo {SLOTS_MARK}; cat {layout.HOSTFILE} 2>/dev/null; true; }}",
+        timeout=30,
+    )
     if not version.ok:
         return AllreduceResult(
             False,
@@ -404,7 +434,8 @@ def run_allreduce(
         )
     match = re.search(r"(\d+)\.(\d+)", version.stdout)
     major = int(match.group(1)) if match else 4
-    command = mpirun_command(inventory, lay, major, user, kind)
+    slots = hostfile.parse(version.stdout.partition(SLOTS_MARK)[2])
+    command = mpirun_command(inventory, lay, major, user, kind, slots)
     started = time.monotonic()
     result = transport.run_on(
         inventory, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30

@@ -6,7 +6,9 @@ the `mpirun` that environment resolves. In up to four rounds:
 
 1. alone: on every node, `mpirun` with 1 rank, then 2, on that node only;
 2. all: from the head (the first node that passed alone), one rank on every node
-   that passed alone;
+   that passed alone; when that worked, two ranks on each of the head and the next
+   node ("shared": several ranks per node on several nodes is a case of its own, it
+   hung Horovod's init while one rank per node passed);
 3. pairs, only when (2) failed: from the head, 2 ranks with each of those nodes;
 4. only when every pair from the head failed: the same from a second head, which
    tells a broken head from a fault of every node.
@@ -56,7 +58,8 @@ def all_timeout(nodes: int) -> float:
 def budget(nodes: int) -> float:
     """Seconds the probes may spend on launches, every round at its worst."""
     pair_rounds = math.ceil(max(1, nodes - 1) / PAIR_WORKERS)
-    return 2 * ALONE_TIMEOUT + all_timeout(nodes) + 2 * pair_rounds * PAIR_TIMEOUT + 60
+    shared = PAIR_TIMEOUT  # two ranks on each of two nodes, after `all`
+    return 2 * ALONE_TIMEOUT + all_timeout(nodes) + shared + 2 * pair_rounds * PAIR_TIMEOUT + 60
 
 
 @dataclass
@@ -168,6 +171,8 @@ class Launch:
 class LaunchProof:
     alone: dict[str, list[Launch]] = field(default_factory=dict)
     all: Launch | None = None
+    #: two ranks on each of two nodes (after `all` worked)
+    shared: Launch | None = None
     pairs: list[Launch] = field(default_factory=list)
     #: node -> why no launch ran there (no mpirun on its PATH, not Open MPI's).
     skipped: dict[str, str] = field(default_factory=dict)
@@ -175,7 +180,8 @@ class LaunchProof:
     @property
     def launches(self) -> list[Launch]:
         found = [launch for launches in self.alone.values() for launch in launches]
-        return found + ([self.all] if self.all else []) + self.pairs
+        across = [x for x in (self.all, self.shared) if x is not None]
+        return found + across + self.pairs
 
     def alone_ok(self, node: str) -> bool:
         return node in self.alone and all(launch.ok for launch in self.alone[node])
@@ -224,13 +230,16 @@ def build_argv(
     network_args: list[str],
     major: int = 5,
     require_mpi: bool = False,
+    per_node: int = 1,
 ) -> list[str]:
-    """One launch's command: `hosts` None means `ranks` ranks on the head alone;
-    `require_mpi`: a rank without mpi4py fails (and mpirun ends the job at once)."""
+    """One launch's command: `hosts` None means `ranks` ranks on the head alone, else
+    `per_node` ranks on each host; `require_mpi`: a rank without mpi4py fails (and
+    mpirun ends the job at once)."""
     if hosts is None:
         placement = ["--host", f"localhost:{ranks}", "-np", str(ranks)]
     else:
-        placement = ["--host", ",".join(f"{h}:1" for h in hosts), "-np", str(len(hosts))]
+        each = ",".join(f"{h}:{per_node}" for h in hosts)
+        placement = ["--host", each, "-np", str(per_node * len(hosts))]
     return [
         mpirun,
         *placement,
@@ -263,7 +272,15 @@ class Prover:
                 self.hostnames[hostname] = name
                 self.hostnames[hostname.split(".")[0]] = name
 
-    def launch(self, head: str, hosts: list[str] | None, ranks: int, timeout: float, kind: str):
+    def launch(
+        self,
+        head: str,
+        hosts: list[str] | None,
+        ranks: int,
+        timeout: float,
+        kind: str,
+        per_node: int = 1,
+    ):
         # Across nodes, mpi4py is required where some node's ranks had it: a rank
         # without it then fails at once (named), instead of the others waiting for it.
         facts = self.found.facts(head) or {}
@@ -280,6 +297,7 @@ class Prover:
             network_args=mpirun_network_args(inventory.network, major_version(facts)),
             major=major_version(facts),
             require_mpi=hosts is not None and self.mpi_somewhere,
+            per_node=per_node,
         )
         return Launch(kind, head, hosts or [head], ranks, argv, timeout, hostnames=self.hostnames)
 
@@ -306,7 +324,12 @@ class Prover:
             self.progress(f"Launching MPI across {len(healthy)} nodes from {head}")
             proof.all = self.launch(head, healthy, len(healthy), all_timeout(len(healthy)), "all")
             self._round({head: [proof.all]}, workers=1)
-            if not proof.all.ok:
+            if proof.all.ok:
+                two = [head, others[0]]
+                self.progress(f"Launching MPI with 2 ranks on each of {' and '.join(two)}")
+                proof.shared = self.launch(head, two, 4, PAIR_TIMEOUT, "shared", per_node=2)
+                self._round({head: [proof.shared]}, workers=1)
+            else:
                 self.progress(f"Narrowing it down: {len(others)} pair launch(es) from {head}")
                 pairs = self._pairs(head, others)
                 if len(others) >= 2 and not any(p.ok for p in pairs):

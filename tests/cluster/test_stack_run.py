@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -45,6 +46,30 @@ HANGS = (
     "if comm.rank == 1:\n"
     "    time.sleep(900)\n"
     "comm.Barrier()\n"
+)
+
+
+#: Horovod as a user's plain program starts it: hvd.init() initializes MPI itself, from
+#: Horovod's background thread. Every rank prints one line.
+HOROVOD_PLAIN = (
+    "import socket\n"
+    "import horovod.torch as hvd\n"
+    "import torch\n"
+    "hvd.init()\n"
+    "total = hvd.allreduce(torch.ones(4) * (hvd.rank() + 1), op=hvd.Sum, name='a')\n"
+    "root = hvd.broadcast(torch.tensor([float(hvd.rank())]), root_rank=0, name='b')\n"
+    "ranks = hvd.allgather(torch.tensor([hvd.rank()]), name='g')\n"
+    "print('hvd', socket.gethostname(), hvd.rank(), hvd.size(), hvd.local_size(),\n"
+    "      int(total[0]), int(root[0]), ranks.tolist(), flush=True)\n"
+)
+MPI4PY_PLAIN = (
+    "import socket\n"
+    "from mpi4py import MPI\n"
+    "world = MPI.COMM_WORLD\n"
+    "local = world.Split_type(MPI.COMM_TYPE_SHARED)\n"
+    "cross = world.Split(local.rank, world.rank)\n"
+    "print('mpi4py', socket.gethostname(), world.rank, world.size, local.size,\n"
+    "      world.allreduce(1), cross.allreduce(1), len(world.allgather(world.rank)), flush=True)\n"
 )
 
 
@@ -95,6 +120,60 @@ def test_the_allreduce_runs_over_ucx_and_over_ob1(ready):
     if not ready["variant"].ucx:
         pytest.skip("this variant's stack has no UCX")
     ucx_and_ob1_rates(ready["cluster"], ready["inventory"], SUBNET)
+
+
+def plain_mpirun(ready, per_node: int, program: str, timeout: int = 240) -> list[list[str]]:
+    """`mpirun --host ... python3 -c PROGRAM` from the first node as the MPI user, with
+    mpirun's own mapping and binding (no --map-by), as a user types it; every rank's line."""
+    nodes = ready["nodes"]
+    hosts = ",".join(f"{n}:{per_node}" for n in nodes)
+    ranks = per_node * len(nodes)
+    line = f"mpirun --host {hosts} -np {ranks} python3 -c {shlex.quote(program)}"
+    done = ready["cluster"].ssh(nodes[0], f"timeout -k 10 {timeout} {line}", check=False)
+    assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
+    lines = [x.split() for x in done.stdout.splitlines() if x.split()[:1] in (["hvd"], ["mpi4py"])]
+    assert len(lines) == ranks, done.stdout[-3000:]
+    return lines
+
+
+def test_two_ranks_on_every_node_mpi4py_horovod_and_torch(ready):
+    """Several ranks on each of several nodes, each library as users start it: a plain
+    mpirun of mpi4py, a plain mpirun of Horovod that initializes MPI itself (hung in
+    hvd.init() on Open MPI 5.0.7's default binding), and torch.distributed under run."""
+    nodes, ranks = ready["nodes"], 2 * len(ready["nodes"])
+    for line in plain_mpirun(ready, 2, MPI4PY_PLAIN):
+        assert line[3:] == [str(ranks), "2", str(ranks), str(len(nodes)), str(ranks)], line
+    lines = plain_mpirun(ready, 2, HOROVOD_PLAIN)
+    assert sorted({line[1] for line in lines}) == sorted(nodes)
+    expected = [str(ranks), "2", str(ranks * (ranks + 1) // 2), "0"]
+    assert all(line[3:7] == expected for line in lines), lines
+    ddp = ("--torch", "--", "python", "ddp_train.py")
+    done = run(ready, "--sync", EXAMPLES, "--per-node", "2", *ddp)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"{ranks} rank(s), gloo: loss" in done.stdout
+    assert "replicas equal: True" in done.stdout
+
+
+def test_a_job_hung_in_mpi_init_is_stopped_and_leaves_no_rank_anywhere(ready):
+    """Rank 1 never reaches MPI_Init; the others wait inside it (PMIx's fence). The stop
+    must end every rank on every node, not only mpirun (a job hung in init outlived
+    SIGTERM and SIGKILL to mpirun)."""
+    marker = f"init-hang-{os.getpid()}"
+    program = (
+        'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec sleep 900; fi; '
+        "exec python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()'"
+    )
+    started = time.monotonic()
+    done = run(ready, "--hang-timeout", "10", "--", "sh", "-c", program, marker, timeout=240)
+    assert done.returncode == 124, done.stderr[-3000:]
+    assert time.monotonic() - started < 120
+    assert "stopped: the job hung" in done.stderr
+    cluster = ready["cluster"]
+    for node in ready["nodes"]:
+        left = cluster.ssh(
+            node, "pgrep -f '[s]leep 900'; pgrep -f '[C]OMM_WORLD.Barrier'; pgrep -x prted; true"
+        ).stdout.split()
+        assert left == [], f"{node}: processes left: {left}"
 
 
 def test_a_rank_that_raises_ends_the_job_within_seconds_and_is_named(ready):

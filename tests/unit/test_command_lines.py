@@ -649,11 +649,33 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     smoke.run_allreduce(inv, lay, 12.7, "mpi4py")
-    assert shlex.split(commands[0]) == ["/opt/a-b.c/current/bin/mpirun", "--version"]
+    assert shlex.split(commands[0])[:3] == ["/opt/a-b.c/current/bin/mpirun", "--version", "&&"]
     words = shlex.split(commands[1])
     assert words[:4] == ["timeout", "-k", "10", "12"]
     user = inv.node_ssh(inv.nodes[0]).user
     assert words[4:] == shlex.split(smoke.mpirun_command(inv, lay, 5, user))
+
+
+def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):
+    """Several ranks on each of several nodes (where the hostfile has the slots): the
+    case one rank per node missed (Horovod's hang in hvd.init()); no --map-by, so the
+    ranks get mpirun's own mapping and binding, as a user's plain mpirun does."""
+    from mpicluster import smoke
+
+    text = (
+        "cluster: test\nnodes:\n  - {name: a, address: 10.0.0.1, slots: 64}\n"
+        "  - {name: b, address: 10.0.0.2, slots: 1}\n  - {name: c, address: 10.0.0.3}\n"
+    )
+    inv = inventory(tmp_path, text)
+    assert smoke.cpu_placement(inv, {"a": 64, "b": 1, "c": 8}) == [
+        "--host",
+        "a:2,b:1,c:2",
+        "-np",
+        "5",
+    ]
+    # the hostfile unread: the inventory's slots, else one rank
+    assert smoke.cpu_placement(inv) == ["--host", "a:2,b:1,c:1", "-np", "4"]
+    assert "--map-by" not in smoke.cpu_placement(inv)
 
 
 def test_slurm_commands_split_back(tmp_path, monkeypatch):

@@ -268,3 +268,33 @@ def test_every_pair_failing_from_both_heads_lands_on_the_one_node_with_a_cause()
     assert result.node == "node2"
     assert "only node2 shows a cause" in result.evidence
     assert "/etc/x.conf:3" in result.fix
+
+
+def test_two_ranks_on_each_of_two_nodes_is_judged_after_the_whole_cluster():
+    """The `shared` launch (2 ranks on each of 2 nodes): its command places them so, a
+    pass says so, a hang fails the check even though one rank per node worked."""
+    argv = build_argv(
+        "/usr/bin/mpirun",
+        hosts=["node1", "node2"],
+        ranks=4,
+        timeout=20,
+        python="/usr/bin/python3",
+        root=False,
+        network_args=[],
+        per_node=2,
+    )
+    assert argv[1:5] == ["--host", "node1:2,node2:2", "-np", "4"]
+    shared = Launch("shared", "node1", ["node1", "node2"], 4, argv, 20, 0, False, 0.7, "")
+    shared.output = report_line(["node1", "node1", "node2", "node2"])
+    shared.hostnames = {n: n for n in NODES}
+    proof = LaunchProof(alone=healthy_alone(), all=launch("all", "node1", NODES), shared=shared)
+    report = judge(proof)
+    assert failures(report) == []
+    assert any("2 ranks on each of node1 and node2" in r.evidence for r in report.results)
+    hung = Launch("shared", "node1", ["node1", "node2"], 4, argv, 20, 124, True, 20.0, "")
+    hung.hostnames = shared.hostnames
+    report = judge(
+        LaunchProof(alone=healthy_alone(), all=launch("all", "node1", NODES), shared=hung)
+    )
+    [bad] = failures(report)
+    assert "one rank per node worked, 2 ranks on each of node1 and node2 did not" in bad.evidence

@@ -213,12 +213,11 @@ def test_the_ranks_say_which_pml_carried_the_run():
     assert "pml_base_verbose" not in command("nccl-tests") + command("torch")
 
 
-def test_the_cpu_runs_keep_one_rank_per_slot_of_every_node():
+def test_the_cpu_runs_place_up_to_two_ranks_on_every_node():
     line = command("mpi4py")
-    assert line.startswith(
-        f"{PREFIX}/bin/mpirun --hostfile /etc/mpicluster/hostfile --map-by node "
-    )
-    assert "-np" not in line
+    hosts = ",".join(f"{n.name}:2" for n in inventory().nodes)
+    assert line.startswith(f"{PREFIX}/bin/mpirun --host {hosts} -np {2 * len(inventory().nodes)} ")
+    assert "--map-by" not in line
 
 
 # --- judging a run -------------------------------------------------------------------

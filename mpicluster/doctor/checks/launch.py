@@ -81,7 +81,31 @@ def check(g: Gathered) -> CheckReport:
             report.results.append(passed(node, f"mpirun on {node} alone: {timing}{_how(launches)}"))
     if proof.all is not None:
         report.results.extend(_across(proof, proof.all, related))
+    if proof.shared is not None:
+        report.results.append(_shared(proof.shared, related))
     return report
+
+
+def _shared(launch: Launch, related: Related) -> Result:
+    """Two ranks on each of two nodes, after one rank on every node worked."""
+    where = " and ".join(launch.hosts)
+    if launch.ok:
+        what = "allreduce exact" if launch.mpi else "every rank started"
+        return passed(
+            None,
+            f"mpirun from {launch.head}, 2 ranks on each of {where}: {what} "
+            f"({launch.seconds:.1f} s)",
+        )
+    result = explain(launch, launch.head, related)
+    return failed(
+        None,
+        f"one rank per node worked, 2 ranks on each of {where} did not: {result.evidence}",
+        result.fix
+        if result.fix and "could not tell" not in result.fix
+        else "several ranks per node meet Open MPI's shared-memory transport and its "
+        "binding: try the same launch with --bind-to none and with --mca btl ^sm, and "
+        "compare /dev/shm's size and the nodes' limits (ulimit -l, -n)",
+    )
 
 
 def _how(launches: list[Launch]) -> str:
