@@ -127,9 +127,11 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
     ]
     launch = next(c for c in report["checks"] if c["name"] == "launch")
     assert {r["node"] for r in launch["results"]} == {*NODES, None}
-    across = next(r for r in launch["results"] if r["node"] is None)
+    across, shared = [r for r in launch["results"] if r["node"] is None]
     assert "one rank on each of 3 nodes: allreduce exact, Open MPI" in across["evidence"]
-    assert len(launch["details"]) == 7  # 1 and 2 ranks on each node alone, then all
+    assert "2 ranks on each of node1 and node2: allreduce exact" in shared["evidence"]
+    # 1 and 2 ranks on each node alone, then all, then 2 ranks on each of two nodes
+    assert len(launch["details"]) == 8
     assert all(d["ok"] and d["mpi"] for d in launch["details"])
     mesh = next(c for c in report["checks"] if c["name"] == "mesh")
     assert {r["node"] for r in mesh["results"]} == set(NODES)
