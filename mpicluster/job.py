@@ -141,7 +141,7 @@ def remote_command(plan: Launch, cwd: str | None, job_id: str = "", head: str = 
     left of the job on every node it used (remote/reap.py)."""
     spec = {"argv": plan.argv, "env": plan.env, "cwd": cwd}
     if job_id:
-        spec.update(job=job_id, head=head, hosts=list(plan.placement), reap=remote.source("reap"))
+        spec.update(job=job_id, head=head, hosts=list(plan.placement), reap=remote.script("reap"))
     encoded = base64.b64encode(json.dumps(spec).encode()).decode()
     # not on stdin (remote.script): the launcher's stdin is the control channel
     return f"{remote.PYTHON} -c {shlex.quote(remote.source('launcher'))} {encoded}"

@@ -380,7 +380,7 @@ def cpu_placement(inventory: Inventory, slots: dict[str, int] | None = None) -> 
     --map-by: mpirun's own mapping and binding, as a user's plain mpirun gets them."""
     found = slots or {}
     per_node = {
-        n.name: max(1, min(found.get(n.name) or n.slots or n.gpus or 1, RANKS_PER_NODE))
+        n.name: min(found.get(n.name) or n.slots or n.gpus or 1, RANKS_PER_NODE)
         for n in inventory.nodes
     }
     hosts = ",".join(f"{name}:{count}" for name, count in per_node.items())

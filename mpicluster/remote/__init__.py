@@ -4,7 +4,7 @@ Every file here runs on a node's own Python (stdlib only, no mpicluster), so the
 use plain idioms that old Pythons accept. They reach a node one of two ways:
 - sent on stdin of `/usr/bin/python3` over the control connection: `script(name)`,
   which also carries the helper modules the program imports (nodeinfo.py,
-  mpilaunch.py);
+  mpilaunch.py, procinfo.py);
 - copied by the hostfiles role into /etc/mpicluster/smoke (`SMOKE`), where `mpirun`
   starts them on every rank.
 module_utils/ holds code Ansible modules import (`ansible.module_utils.NAME`) and the
@@ -23,7 +23,14 @@ SMOKE = HERE / "smoke"
 #: Ansible's module_utils folder for playbooks/library.
 MODULE_UTILS = HERE / "module_utils"
 #: Helper modules a shipped program may import (here, or in module_utils/).
-LIBRARIES = ("nodeinfo", "mpilaunch", "accessfacts", "fabricfacts", "mpicluster_applied")
+LIBRARIES = (
+    "nodeinfo",
+    "mpilaunch",
+    "accessfacts",
+    "fabricfacts",
+    "mpicluster_applied",
+    "procinfo",
+)
 #: Absolute: the node's PATH may be the very thing to repair.
 PYTHON = "/usr/bin/python3"
 

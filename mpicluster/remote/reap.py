@@ -20,19 +20,10 @@ import signal
 import sys
 import time
 
+from procinfo import environ
+
 GRACE = 3.0
-
-
-def job_of(pid):
-    try:
-        with open("/proc/%s/environ" % pid, "rb") as handle:
-            entries = handle.read().split(b"\0")
-    except OSError:
-        return None
-    for entry in entries:
-        if entry.startswith(b"MPICLUSTER_JOB="):
-            return entry.split(b"=", 1)[1].decode("utf-8", "replace")
-    return None
+JOB = "MPICLUSTER_JOB"
 
 
 def job_processes(job):
@@ -40,7 +31,7 @@ def job_processes(job):
     return [
         int(name)
         for name in os.listdir("/proc")
-        if name.isdigit() and name not in mine and job_of(name) == job
+        if name.isdigit() and name not in mine and (environ(name) or {}).get(JOB) == job
     ]
 
 
