@@ -38,8 +38,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mpicluster.doctor import pairs as pair_plan  # noqa: E402
 from mpicluster.doctor.checks import NAMES as CHECK_NAMES  # noqa: E402
+from mpicluster.nodes import pairs as pair_plan  # noqa: E402
 
 NAME, SUBNET, NODES = "bench", "192.168.66.0/24", 32
 SIZES = (4, 16, 32)
@@ -93,8 +93,8 @@ def time_doctor(
 
 
 def ansible_files(inventory: Path, work: Path) -> tuple[Path, Path]:
-    from mpicluster.ansible_run import prepare_run
-    from mpicluster.inventory import load_inventory
+    from mpicluster.cluster.inventory import load_inventory
+    from mpicluster.nodes.ansible_run import prepare_run
 
     run_dir, _ = prepare_run(work, "ping", load_inventory(inventory), {}, {}, "site.yml")
     return run_dir / "hosts.yml", run_dir / "ansible.cfg"

@@ -57,8 +57,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from mpicluster.inventory import load_inventory
-    from mpicluster.sync import ssh_argv
+    from mpicluster.cluster.inventory import load_inventory
+    from mpicluster.run.sync import ssh_argv
 
     WORK.mkdir(parents=True, exist_ok=True)
     generated, inventory = WORK / "generated.yaml", WORK / "packages.yaml"

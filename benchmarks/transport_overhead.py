@@ -1,4 +1,4 @@
-"""What moving mpicluster.transport onto Fabric costs, against the paramiko code it replaced.
+"""What moving mpicluster.nodes.transport onto Fabric costs, against the paramiko code it replaced.
 
 Needs an sshd to talk to and connects to nothing but loopback or the local cluster
 subnets (a literal address is required, no name lookups). Times, interleaved, in
@@ -13,7 +13,7 @@ for three ways of doing it:
 
   paramiko (old)    the transport before Fabric: SSHClient + a hand-written channel
                     loop (copied below, as it was);
-  fabric (new)      mpicluster.transport as it is: a fabric.Connection with the
+  fabric (new)      mpicluster.nodes.transport as it is: a fabric.Connection with the
                     project's host key policies, the same channel loop on its client;
   Connection.run    the same Connection, commands through Connection.run(hide=True,
                     warn=True, in_stream=..., timeout=...) instead of the channel loop.
@@ -58,9 +58,9 @@ from invoke.exceptions import CommandTimedOut
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mpicluster import transport  # noqa: E402
-from mpicluster.inventory import ResolvedSsh  # noqa: E402
-from mpicluster.transport import RemoteResult, describe_error  # noqa: E402
+from mpicluster.cluster.inventory import ResolvedSsh  # noqa: E402
+from mpicluster.nodes import transport  # noqa: E402
+from mpicluster.nodes.transport import RemoteResult, describe_error  # noqa: E402
 
 #: Loopback, and the subnets the local (Podman/Vagrant) clusters use.
 ALLOWED = [

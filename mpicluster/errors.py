@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mpicluster import exitcodes
-from mpicluster.text import telling_line
+from mpicluster.util.text import telling_line
 
 
 class MpiclusterError(Exception):

@@ -45,7 +45,7 @@ class LocalCluster:
         self, node: str, command: str, *, check: bool = True, user: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """ssh from the control machine to a node, as the inventory says, host keys checked."""
-        from mpicluster.inventory import load_inventory
+        from mpicluster.cluster.inventory import load_inventory
 
         inv = load_inventory(self.inventory)
         target = next(n for n in inv.nodes if n.name == node)

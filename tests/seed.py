@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
+from mpicluster.cluster.lockfile import Debian, Source, resolve
 from mpicluster.stack.cache import SourceCache
-from mpicluster.stack.lockfile import Debian, Source, resolve
 
 DOWNLOADS = Path(
     os.environ.get("MPICLUSTER_TEST_DOWNLOADS", Path.home() / ".cache" / "mpicluster-tests")

@@ -9,7 +9,7 @@ import typer
 
 from mpicluster import exitcodes, render
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
-from mpicluster.inventory import load_inventory
+from mpicluster.cluster.inventory import load_inventory
 from mpicluster.render import Display, PlaybookView
 
 
@@ -43,7 +43,7 @@ def up(
     Exit codes: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable,
     5 the smoke test failed.
     """
-    from mpicluster.provision import provision
+    from mpicluster.up.provision import provision
 
     display = Display()
     terminate_as_interrupt()
@@ -93,7 +93,7 @@ def down(
     Exit codes as `up`: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable
     (run `down` again when it is back).
     """
-    from mpicluster.teardown import teardown
+    from mpicluster.down.teardown import teardown
 
     display = Display()
     terminate_as_interrupt()
@@ -128,7 +128,7 @@ def smoke(
     json_output: JsonOpt = False,
 ) -> None:
     """Run the smoke test: node-to-node ssh env matrix and an MPI allreduce across all nodes."""
-    from mpicluster.smoke import run_smoke
+    from mpicluster.verify.smoke import run_smoke
 
     display = Display()
     with guarded(display):
@@ -154,7 +154,7 @@ def fetch(
     Run it where the internet (or sources.mirror) is reachable; `up` then needs no
     download, so nodes and an air-gapped control machine work offline.
     """
-    from mpicluster import node_facts
+    from mpicluster.nodes import facts as node_facts
     from mpicluster.stack.prepare import fetch as fetch_sources
     from mpicluster.stack.prepare import platforms, platforms_unasked
     from mpicluster.stack.sources import ucx_wanted
@@ -184,9 +184,9 @@ def hostfile(
     ] = "openmpi",
 ) -> None:
     """Print a hostfile. Slots: the inventory's, else GPUs, else cores (asked over SSH)."""
-    from mpicluster import hostfile as hostfiles
-    from mpicluster import node_facts
+    from mpicluster.cluster import hostfiles
     from mpicluster.errors import UsageError
+    from mpicluster.nodes import facts as node_facts
 
     display = Display()
     with guarded(display):

@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 
 from mpicluster import exitcodes
+from mpicluster.cluster.inventory import InventoryError
 from mpicluster.errors import MpiclusterError
-from mpicluster.inventory import InventoryError
 from mpicluster.render import Display
 
 InventoryArg = Annotated[

@@ -8,7 +8,7 @@ import typer
 
 from mpicluster import exitcodes, render
 from mpicluster.cli.common import InventoryArg, guarded
-from mpicluster.inventory import load_inventory
+from mpicluster.cluster.inventory import load_inventory
 from mpicluster.render import Display
 
 

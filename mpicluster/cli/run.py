@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
+from mpicluster.cluster.inventory import load_inventory
 from mpicluster.errors import UsageError
-from mpicluster.inventory import load_inventory
 from mpicluster.render import Display
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -116,10 +116,10 @@ def run(
     Exit codes: the job's own, 2 bad input, 124 stopped by --hang-timeout,
     130 stopped by Ctrl-C.
     """
-    from mpicluster import hang
-    from mpicluster.job import HangWatch, run_job, sync_nodes
-    from mpicluster.launch import RunOptions, parse_env_file, validate
     from mpicluster.render.run import LinePrinter, show_hang, show_result
+    from mpicluster.run import hang_report as hang
+    from mpicluster.run.job import HangWatch, run_job, sync_nodes
+    from mpicluster.run.launch import RunOptions, parse_env_file, validate
 
     display = Display(messages_on_stderr=True)
     with guarded(display):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from mpicluster import layout
+from mpicluster.cluster import layout
+from mpicluster.cluster.inventory import Inventory
 from mpicluster.errors import UsageError
-from mpicluster.inventory import Inventory
 
 FORMATS = ("openmpi", "mpich", "horovod", "deepspeed")
 #: Where `up` writes each format on the nodes.

@@ -23,9 +23,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from mpicluster import names
+from mpicluster.cluster import validators as names
+from mpicluster.cluster.yamlsource import (
+    Problem,
+    YamlDocument,
+    YamlSyntaxError,
+    format_loc,
+    load_text,
+)
 from mpicluster.errors import UsageError
-from mpicluster.yamlsource import Problem, YamlDocument, YamlSyntaxError, format_loc, load_text
 
 
 def _check(problem_of):
@@ -610,7 +616,7 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
         if spec.url and (not spec.version or spec.version.endswith(".x")):
             add((*loc, "version"), "give the exact version of the file at url")
         elif not spec.url:
-            from mpicluster.stack.lockfile import LockfileError, resolve
+            from mpicluster.cluster.lockfile import LockfileError, resolve
 
             try:
                 resolve(component, spec.version, None, None)

@@ -36,7 +36,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from mpicluster.inventory import Inventory
+from mpicluster.cluster.inventory import Inventory
 
 CONFIG_DIR = "/etc/mpicluster"
 HOSTFILE = f"{CONFIG_DIR}/hostfile"
@@ -68,6 +68,11 @@ BUILD_SCRATCH = "/var/tmp/mpicluster"  # noqa: S108 (a node folder only root wri
 RELAY_DIR = "/var/tmp/mpicluster-relay"  # noqa: S108 (made by root for the MPI user)
 #: The directories a plain non-interactive PATH must keep (Debian's login default).
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+#: Slurm's configuration (scheduler: slurm; the slurm room writes it).
+SLURM_CONF_DIR = "/etc/slurm"
+#: The files of SLURM_CONF_DIR the slurm role writes (gres.conf only on GPU nodes).
+SLURM_CONF_FILES = ("slurm.conf", "cgroup.conf", "mpi.conf", "gres.conf")
+MUNGE_KEY = "/etc/munge/munge.key"
 
 
 @dataclass(frozen=True)
@@ -209,9 +214,14 @@ class Layout:
             {"path": self.prefix, "kind": "dir"},
         ]
         if self.slurm:
-            from mpicluster import slurm
-
-            entries += slurm.footprint()
+            # Each file the slurm role writes (no Slurm that mpicluster did not install is
+            # taken over). The munge key is not watched: the fast path's probe reads as the
+            # MPI user, who cannot read it (the smoke test's credential decoded on every
+            # node proves the keys match).
+            entries += [
+                {"path": f"{SLURM_CONF_DIR}/{name}", "kind": "file"} for name in SLURM_CONF_FILES
+            ]
+            entries.append({"path": MUNGE_KEY, "kind": "file", "unwatched": True})
         return entries
 
     def as_vars(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlparse
 import yaml
 
 from mpicluster.errors import UsageError
-from mpicluster.paths import package_data
+from mpicluster.util.paths import package_data
 
 COMPONENTS = ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod")
 

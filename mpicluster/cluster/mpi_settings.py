@@ -4,7 +4,7 @@ command line the smoke test launches with."""
 
 from __future__ import annotations
 
-from mpicluster.inventory import Network
+from mpicluster.cluster.inventory import Network
 
 
 def mpi_environment(network: Network) -> dict[str, str]:

@@ -7,6 +7,11 @@ moment) and is never printed or logged.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,8 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mpicluster.errors import MpiclusterError
-from mpicluster.fileutil import write_secret
-from mpicluster.paths import state_dir
+from mpicluster.util.files import write_secret
+from mpicluster.util.paths import state_dir
 
 
 @dataclass(frozen=True)
@@ -65,3 +70,38 @@ def ensure_cluster_key(cluster: str) -> ClusterKey:
             hint="remove the private key to make a new pair",
         )
     return ClusterKey(private, public.read_text().strip())
+
+
+#: Clusters whose lock this process holds: taking it again (`down --node` provisions the
+#: other nodes under its own lock) is a no-op, not a refusal.
+_HELD: set[str] = set()
+
+
+@contextmanager
+def cluster_lock(cluster: str) -> Iterator[None]:
+    """One `up` or `down` per cluster at a time on this control machine: a second one
+    refuses at once. The lock is the kernel's (flock): a killed mpicluster leaves none."""
+    if cluster in _HELD:
+        yield
+        return
+    directory = cluster_dir(cluster)
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "up.lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise MpiclusterError(
+                f"another mpicluster up or down is running for cluster {cluster} ({holder})",
+                hint="wait for it to finish; nothing was changed",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}: mpicluster {' '.join(sys.argv[1:2])}\n")
+        handle.flush()
+        _HELD.add(cluster)
+        try:
+            yield
+        finally:
+            _HELD.discard(cluster)

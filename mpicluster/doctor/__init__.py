@@ -12,9 +12,9 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
+from mpicluster.cluster.inventory import Inventory
 from mpicluster.doctor.model import DoctorReport
 from mpicluster.errors import UsageError
-from mpicluster.inventory import Inventory
 
 
 def select_checks(wanted: Iterable[str] | None) -> tuple[str, ...]:

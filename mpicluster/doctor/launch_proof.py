@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpicluster import remote
+from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.doctor.mpi_identity import mpi_name
-from mpicluster.mpi_settings import mpirun_network_args
 
 ALONE_TIMEOUT = 15.0
 PAIR_TIMEOUT = 20.0

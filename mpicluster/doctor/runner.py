@@ -19,15 +19,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mpicluster import layout, mpi_settings
-from mpicluster.doctor import launch_proof, slurm_facts
-from mpicluster.doctor import pairs as pair_plan
+from mpicluster.cluster import layout, mpi_settings
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.validators import is_ip
+from mpicluster.doctor import launch_proof
 from mpicluster.doctor.launch_proof import LaunchProof
 from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
-from mpicluster.doctor.slurm_facts import SlurmFacts
-from mpicluster.inventory import Inventory
-from mpicluster.layout import Layout
-from mpicluster.names import is_ip
+from mpicluster.nodes import pairs as pair_plan
+from mpicluster.slurm import SlurmFacts, gather_facts
 
 Progress = Callable[[str], None]
 
@@ -170,7 +170,7 @@ def gather(inventory: Inventory, options: Options, progress: Progress) -> Gather
                 found.launch = launch_proof.prove(found, pool, progress)
             if options.needs_slurm and inventory.scheduler is not None:
                 progress("Checking Slurm: daemons, munge, slurm.conf, node states, a PMIx launch")
-                found.slurm = slurm_facts.gather(inventory)
+                found.slurm = gather_facts(inventory)
     finally:
         for session in sessions.values():
             with contextlib.suppress(ProbeError):

@@ -1,6 +1,6 @@
 """One persistent SSH connection per node, and the probe conversation over it.
 
-The connection is a fabric Connection from mpicluster.transport.connect (host keys
+The connection is a fabric Connection from mpicluster.nodes.transport.connect (host keys
 always checked, the inventory's identity, no ~/.ssh/config); the probe runs on a raw
 channel of its transport. The probe is started with a one-line bootstrap that reads
 the script from stdin, so stdin stays open to exchange JSON lines with it. Every read
@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 import paramiko
 from fabric import Connection
 
-from mpicluster import remote, transport
-from mpicluster.inventory import Inventory, Node, ResolvedSsh
-from mpicluster.text import last_line
+from mpicluster import remote
+from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.nodes import transport
+from mpicluster.util.text import last_line
 
 BOOTSTRAP = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.argv[1])),'probe','exec'))"
 

@@ -22,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mpicluster import exitcodes, node_facts, slurm
-from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
-from mpicluster.cluster_key import cluster_dir
+from mpicluster import exitcodes, slurm
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.state import cluster_dir, cluster_lock
 from mpicluster.errors import UsageError
-from mpicluster.inventory import Inventory
-from mpicluster.layout import Layout
-from mpicluster.provision import UpResult, cluster_lock, provision
+from mpicluster.nodes import facts as node_facts
+from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
+from mpicluster.up import UpResult, provision
 
 Progress = Callable[[str], None]
 

@@ -10,15 +10,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpicluster import transport
+from mpicluster.cluster.inventory import load_inventory
 from mpicluster.errors import MpiclusterError, UsageError
-from mpicluster.fileutil import write_atomic
-from mpicluster.inventory import load_inventory
 from mpicluster.local import host, image
 from mpicluster.local.podman import Podman
 from mpicluster.local.spec import NODE_CUDA_HOME, LocalSpec, local_dir
 from mpicluster.local.vagrant import Vagrant
-from mpicluster.paths import display_path
+from mpicluster.nodes import transport
+from mpicluster.util.files import write_atomic
+from mpicluster.util.paths import display_path
 
 Progress = Callable[[str], None]
 

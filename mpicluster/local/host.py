@@ -8,9 +8,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from mpicluster import neighbour, proc
 from mpicluster.errors import ToolMissingError, UsageError
-from mpicluster.paths import state_dir
+from mpicluster.nodes import arp_table as neighbour
+from mpicluster.util import proc
+from mpicluster.util.paths import state_dir
 
 Progress = Callable[[str], None]
 

@@ -15,9 +15,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from mpicluster import proc
 from mpicluster.errors import CommandError, ToolMissingError
-from mpicluster.paths import state_dir
+from mpicluster.util import proc
+from mpicluster.util.paths import state_dir
 
 Progress = Callable[[str], None]
 
@@ -70,7 +70,7 @@ def recipe_digest() -> str:
 def mirror() -> str:
     """The Debian mirror debootstrap fetches from: $MPICLUSTER_DEBIAN_MIRROR, else the one
     this machine's own apt sources use (so a proxy or internal mirror is followed)."""
-    from mpicluster.apt_sources import debootstrap_mirror
+    from mpicluster.util.apt_sources import debootstrap_mirror
 
     return debootstrap_mirror()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mpicluster import proc
 from mpicluster.errors import UsageError
+from mpicluster.util import proc
 
 LABEL = "io.mpicluster.network"
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mpicluster.errors import UsageError
-from mpicluster.paths import state_dir
+from mpicluster.util.paths import state_dir
 
 PROVIDERS = ("docker", "libvirt", "virtualbox")
 IMAGE = "localhost/mpicluster-node:bookworm"

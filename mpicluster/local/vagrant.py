@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mpicluster import proc
 from mpicluster.local.spec import LocalSpec
-from mpicluster.paths import data_path
-from mpicluster.proc import LineSink
+from mpicluster.util import proc
+from mpicluster.util.paths import data_path
+from mpicluster.util.proc import LineSink
 
 
 def vagrant_env(spec: LocalSpec, base_env: dict[str, str]) -> dict[str, str]:

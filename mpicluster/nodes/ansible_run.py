@@ -24,10 +24,10 @@ from typing import Any
 import yaml
 
 from mpicluster import exitcodes, remote
-from mpicluster.fileutil import write_atomic
-from mpicluster.inventory import Inventory
-from mpicluster.paths import data_path
-from mpicluster.text import last_line, lines_of
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.util.files import write_atomic
+from mpicluster.util.paths import data_path
+from mpicluster.util.text import last_line, lines_of
 
 KEEP_RUNS = 20
 

@@ -8,11 +8,12 @@ import json
 import shlex
 from typing import Any
 
-from mpicluster import exitcodes, remote, transport
+from mpicluster import exitcodes, remote
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import APPLIED
 from mpicluster.errors import MpiclusterError
-from mpicluster.inventory import Inventory
-from mpicluster.layout import APPLIED
-from mpicluster.text import last_line
+from mpicluster.nodes import transport
+from mpicluster.util.text import last_line
 
 Facts = dict[str, dict[str, Any]]
 

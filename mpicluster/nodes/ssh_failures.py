@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mpicluster.text import last_line
+from mpicluster.util.text import last_line
 
 #: What an OpenSSH client's stderr means, most specific first.
 SSH_CAUSES = [

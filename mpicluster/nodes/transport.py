@@ -32,7 +32,7 @@ import paramiko
 from fabric import Config, Connection
 from paramiko.config import SSHConfig
 
-from mpicluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
 
 DEFAULT_WORKERS = 64
 _known_hosts_lock = threading.Lock()

@@ -23,12 +23,12 @@ def show(display: Display, result: Any, *, as_json: bool = False, **options: Any
         return
     # the renderers import the core's result types: only when a table is wanted
     from mpicluster.doctor.model import DoctorReport
+    from mpicluster.down.teardown import DownResult
     from mpicluster.local.cluster import LocalCluster
-    from mpicluster.provision import UpResult
     from mpicluster.render import doctor, local, stack, up
-    from mpicluster.smoke import SmokeReport
     from mpicluster.stack.prepare import FetchResult
-    from mpicluster.teardown import DownResult
+    from mpicluster.up.provision import UpResult
+    from mpicluster.verify.smoke import SmokeReport
 
     renderers = {
         UpResult: up.show_up,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from mpicluster.ansible_run import Event
+from mpicluster.nodes.ansible_run import Event
 from mpicluster.render.display import Display
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from mpicluster.hang import HangReport
-from mpicluster.job import JobResult
 from mpicluster.render.display import Display
-from mpicluster.sync import SyncResult
+from mpicluster.run.hang_report import HangReport
+from mpicluster.run.job import JobResult
+from mpicluster.run.sync import SyncResult
 
 
 class LinePrinter:

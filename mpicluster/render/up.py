@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from mpicluster.ansible_run import PlaybookResult
-from mpicluster.provision import UpResult
+from mpicluster.down.teardown import DownResult
+from mpicluster.nodes.ansible_run import PlaybookResult
 from mpicluster.render.display import Display, mark, styled
-from mpicluster.slurm_smoke import SlurmSmoke
-from mpicluster.smoke import AllreduceResult, GpuSmoke, SmokeReport
-from mpicluster.teardown import DownResult
+from mpicluster.slurm.smoke import SlurmSmoke
+from mpicluster.up.provision import UpResult
+from mpicluster.verify.smoke import AllreduceResult, GpuSmoke, SmokeReport
 
 TITLES = {
     "mpi4py": "MPI allreduce",

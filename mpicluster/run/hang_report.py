@@ -13,9 +13,10 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from mpicluster import remote, transport
-from mpicluster.inventory import Inventory, Node
-from mpicluster.layout import Layout
+from mpicluster import remote
+from mpicluster.cluster.inventory import Inventory, Node
+from mpicluster.cluster.layout import Layout
+from mpicluster.nodes import transport
 
 #: Frames from these places are the libraries', not the program's.
 LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python3", "<frozen")

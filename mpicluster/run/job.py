@@ -24,11 +24,15 @@ from pathlib import Path
 
 import paramiko
 
-from mpicluster import hostfile, launch, layout, remote, sync, transport
+from mpicluster import remote
+from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster import layout
+from mpicluster.cluster.inventory import Inventory, Node
 from mpicluster.errors import MpiclusterError
-from mpicluster.hang import HangReport
-from mpicluster.inventory import Inventory, Node
-from mpicluster.launch import HeadFacts, Launch, RunOptions
+from mpicluster.nodes import transport
+from mpicluster.run import launch, sync
+from mpicluster.run.hang_report import HangReport
+from mpicluster.run.launch import HeadFacts, Launch, RunOptions
 
 TAIL = 10  # lines kept per rank for the failure report
 STOP_WAIT = 30.0  # how long a stopped job may take to end before the channel is closed

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mpicluster.cluster.inventory import Inventory
 from mpicluster.errors import UsageError
-from mpicluster.inventory import Inventory
 
 Launcher = Literal["mpirun", "torchrun"]
 #: How the ranks start: Open MPI's mpirun over the cluster's SSH trust, or Slurm's srun

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpicluster import transport
+from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
 from mpicluster.errors import MpiclusterError, ToolMissingError, UsageError
-from mpicluster.inventory import Inventory, Node, ResolvedSsh
-from mpicluster.text import telling_line
+from mpicluster.nodes import transport
+from mpicluster.util.text import telling_line
 
 IGNORE_FILE = ".mpiclusterignore"
 RSYNC_OPTIONS = ["-a", "--delete", "--stats", f"--filter=:- {IGNORE_FILE}"]

@@ -15,16 +15,16 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from mpicluster.cluster_key import cluster_dir
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import MUNGE_KEY, SLURM_CONF_DIR, SLURM_CONF_FILES
+from mpicluster.cluster.state import cluster_dir
 from mpicluster.errors import MpiclusterError
-from mpicluster.fileutil import write_secret
-from mpicluster.inventory import Inventory
+from mpicluster.util.files import write_secret
 
-CONF_DIR = "/etc/slurm"
+CONF_DIR = SLURM_CONF_DIR
 SLURM_CONF = f"{CONF_DIR}/slurm.conf"
 #: The files of CONF_DIR the role writes (gres.conf only on GPU nodes).
-CONF_FILES = ("slurm.conf", "cgroup.conf", "mpi.conf", "gres.conf")
-MUNGE_KEY = "/etc/munge/munge.key"
+CONF_FILES = SLURM_CONF_FILES
 #: What the slurm role installed on a node: {"packages": [...], "users": [...],
 #: "groups": [...]}, the ones that were not there before (down takes back those).
 RECORD = "/var/lib/mpicluster/slurm.json"
@@ -117,15 +117,3 @@ def teardown_vars() -> dict[str, Any]:
     scheduler): from the record on each node, whatever the inventory says now."""
     files = [f"{CONF_DIR}/{name}" for name in CONF_FILES] + [MUNGE_KEY]
     return {"mpicluster_slurm": {"record": RECORD, "files": files, "leftovers": list(LEFTOVERS)}}
-
-
-def footprint() -> list[dict[str, Any]]:
-    """What the slurm role writes (each file the role's own; no Slurm that mpicluster did
-    not install is taken over), for the journal and `up`'s fast path. The munge key is
-    not watched: the fast path's probe reads as the MPI user, who cannot read it (the
-    smoke test's credential decoded on every node proves the keys match)."""
-    entries: list[dict[str, Any]] = [
-        {"path": f"{CONF_DIR}/{name}", "kind": "file"} for name in CONF_FILES
-    ]
-    entries.append({"path": MUNGE_KEY, "kind": "file", "unwatched": True})
-    return entries

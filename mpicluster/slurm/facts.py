@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mpicluster import transport
-from mpicluster.inventory import Inventory
-from mpicluster.layout import Layout
-from mpicluster.slurm import SLURM_CONF
-from mpicluster.slurm_smoke import judge_world, not_ready, parse_sinfo, pmix_now
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import Layout
+from mpicluster.nodes import transport
+from mpicluster.slurm.config import SLURM_CONF
+from mpicluster.slurm.smoke import judge_world, not_ready, parse_sinfo, pmix_now
 
 DAEMONS = ("munged", "slurmd", "slurmctld")
 #: One round trip per node: key=value lines.

@@ -22,10 +22,11 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, field
 
-from mpicluster import layout, transport
-from mpicluster.inventory import Inventory, Node
-from mpicluster.layout import Layout
-from mpicluster.text import last_line
+from mpicluster.cluster import layout
+from mpicluster.cluster.inventory import Inventory, Node
+from mpicluster.cluster.layout import Layout
+from mpicluster.nodes import transport
+from mpicluster.util.text import last_line
 
 #: How long slurmd may take to register after `up` (re)started it.
 REGISTER_WAIT = 60

@@ -13,8 +13,8 @@ import zlib
 from pathlib import Path
 
 from mpicluster.errors import MpiclusterError
-from mpicluster.fileutil import write_atomic
 from mpicluster.stack.cache import file_sha256
+from mpicluster.util.files import write_atomic
 
 
 def checksum_path(artifact: Path) -> Path:

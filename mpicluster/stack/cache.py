@@ -4,7 +4,7 @@ Files live under the cache folder by their own name (`openmpi-5.0.8.tar.bz2`), s
 user can pre-seed it with files brought by hand. A file is used only when its sha256
 matches the pin; a download whose checksum does not match is deleted and refused.
 
-Each file is fetched the way its lockfile entry says (see mpicluster.stack.lockfile):
+Each file is fetched the way its lockfile entry says (see mpicluster.cluster.lockfile):
 a URL with urllib; a PyPI sdist with `pip download`, so pip's configuration (pip.conf,
 PIP_INDEX_URL) decides the index; a Debian source package's file with `apt-get source`
 from the Debian mirror this machine's apt uses, with a private source list and state
@@ -28,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpicluster import apt_sources, proc
+from mpicluster.cluster.lockfile import Debian, Origin, Pypi, Source, Url
 from mpicluster.errors import CommandError, MpiclusterError, ToolMissingError
-from mpicluster.stack.lockfile import Debian, Origin, Pypi, Source, Url
-from mpicluster.text import telling_line
+from mpicluster.util import apt_sources, proc
+from mpicluster.util.text import telling_line
 
 Progress = Callable[[str], None]
 CHUNK = 1 << 20

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.lockfile import Source
 from mpicluster.errors import UsageError
-from mpicluster.inventory import Inventory
-from mpicluster.paths import data_path
-from mpicluster.stack.lockfile import Source
 from mpicluster.stack.sources import built_on
+from mpicluster.util.paths import data_path
 
 #: The role files that decide what a build produces (not how it is packed or checked).
 RECIPE_FILES = (

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.lockfile import Source
 from mpicluster.errors import MpiclusterError, UsageError
-from mpicluster.inventory import Inventory
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
-from mpicluster.stack.lockfile import Source
 
 
 @dataclass

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.lockfile import Source
 from mpicluster.errors import MpiclusterError, UsageError
-from mpicluster.inventory import Inventory
-from mpicluster.layout import Layout
 from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
-from mpicluster.stack.lockfile import Source
 from mpicluster.stack.plan import Group, plan
 
 Progress = Callable[[str], None]

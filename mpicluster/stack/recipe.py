@@ -5,8 +5,8 @@ The build roles (playbooks/roles/stack_build) run what this module decides.
 
 from __future__ import annotations
 
-from mpicluster.layout import CUDA_ALLREDUCE
-from mpicluster.stack.lockfile import Source
+from mpicluster.cluster.layout import CUDA_ALLREDUCE
+from mpicluster.cluster.lockfile import Source
 
 
 def _major(source: Source) -> int:

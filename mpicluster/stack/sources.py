@@ -1,6 +1,6 @@
 """Which sources a cluster needs: the lockfile's pins, overridden by the inventory.
 
-The lockfile (mpicluster/data/stack.lock.yaml, read by `mpicluster.stack.lockfile`)
+The lockfile (mpicluster/data/stack.lock.yaml, read by `mpicluster.cluster.lockfile`)
 pins, for every component, where each release's file comes from and its sha256;
 `default` is what an inventory gets when it names no version. A version like `5.0.x`
 means the newest pinned release of that series. An inventory may give `url` and
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpicluster.inventory import Inventory
-from mpicluster.stack.lockfile import Source, default_version, resolve
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.lockfile import Source, default_version, resolve
 
 
 def ucx_wanted(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> bool:

@@ -18,10 +18,10 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from mpicluster import proc
 from mpicluster.errors import MpiclusterError
 from mpicluster.stack.cache import sha256_of
 from mpicluster.stack.fingerprint import Platform
+from mpicluster.util import proc
 
 Progress = Callable[[str], None]
 

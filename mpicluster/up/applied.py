@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__, remote
-from mpicluster.inventory import Inventory, ResolvedSsh
-from mpicluster.layout import APPLIED
-from mpicluster.paths import data_path
+from mpicluster.cluster.inventory import Inventory, ResolvedSsh
+from mpicluster.cluster.layout import APPLIED
+from mpicluster.util.paths import data_path
 
 #: Files read whole: what decides how the nodes resolve each other's names (the
 #: node_environment role adds /etc/hosts entries only for names that do not resolve).

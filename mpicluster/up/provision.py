@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mpicluster import applied, exitcodes, hostfile, node_facts, remote, slurm
-from mpicluster.ansible_run import EventSink, PlaybookResult, run_playbook
-from mpicluster.cluster_key import cluster_dir, ensure_cluster_key
-from mpicluster.errors import MpiclusterError
-from mpicluster.inventory import Inventory
-from mpicluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR, Layout
-from mpicluster.mpi_settings import mpi_environment
-from mpicluster.names import is_ip
-from mpicluster.smoke import SmokeReport, run_smoke
-from mpicluster.stack.prepare import StackPlan, prepare
+from mpicluster import exitcodes, remote, slurm
+from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR, Layout
+from mpicluster.cluster.mpi_settings import mpi_environment
+from mpicluster.cluster.state import cluster_dir, cluster_lock, ensure_cluster_key
+from mpicluster.cluster.validators import is_ip
+from mpicluster.nodes import facts as node_facts
+from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
+from mpicluster.stack import StackPlan, prepare_stack
+from mpicluster.up import applied
+from mpicluster.verify import SmokeReport, run_smoke
 
 Progress = Callable[[str], None]
 
@@ -148,41 +146,6 @@ def config_files(
     return [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
 
 
-#: Clusters whose lock this process holds: taking it again (`down --node` provisions the
-#: other nodes under its own lock) is a no-op, not a refusal.
-_HELD: set[str] = set()
-
-
-@contextmanager
-def cluster_lock(cluster: str) -> Iterator[None]:
-    """One `up` or `down` per cluster at a time on this control machine: a second one
-    refuses at once. The lock is the kernel's (flock): a killed mpicluster leaves none."""
-    if cluster in _HELD:
-        yield
-        return
-    directory = cluster_dir(cluster)
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / "up.lock").open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise MpiclusterError(
-                f"another mpicluster up or down is running for cluster {cluster} ({holder})",
-                hint="wait for it to finish; nothing was changed",
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}: mpicluster {' '.join(sys.argv[1:2])}\n")
-        handle.flush()
-        _HELD.add(cluster)
-        try:
-            yield
-        finally:
-            _HELD.discard(cluster)
-
-
 def provision(
     inventory: Inventory,
     *,
@@ -212,7 +175,7 @@ def _provision(
     variables = extravars(inventory, node_facts.cores(facts))
     stack = StackPlan()
     if inventory.stack.install == "source":
-        stack = prepare(inventory, facts, progress)
+        stack = prepare_stack(inventory, facts, progress)
         node_facts.check_no_job(facts, stack.installers, "switching to the new stack")
         for line in describe_plan(stack):
             progress(line)

@@ -23,13 +23,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mpicluster import hostfile, layout, nccl_tests, remote, ssh_failures, transport
-from mpicluster.doctor import pairs
-from mpicluster.inventory import Inventory, Node
-from mpicluster.layout import Layout
-from mpicluster.mpi_settings import mpirun_network_args
-from mpicluster.slurm_smoke import SlurmSmoke, run_slurm_smoke
-from mpicluster.text import last_line
+from mpicluster import remote
+from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster import layout
+from mpicluster.cluster.inventory import Inventory, Node
+from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.mpi_settings import mpirun_network_args
+from mpicluster.nodes import pairs, ssh_failures, transport
+from mpicluster.slurm import SlurmSmoke, run_slurm_smoke
+from mpicluster.util.text import last_line
+from mpicluster.verify import nccl_tests
 
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
 PAIR_TIMEOUT = 10

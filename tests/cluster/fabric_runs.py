@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from mpicluster.inventory import load_inventory
+from mpicluster.cluster.inventory import load_inventory
 from tests.cluster.conftest import PREFIX
 from tests.conftest import mpicluster
 

@@ -16,8 +16,8 @@ import sys
 import threading
 import time
 
-from mpicluster.inventory import load_inventory
-from mpicluster.layout import Layout
+from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cluster.layout import Layout
 from tests.conftest import REPO, LocalCluster
 
 

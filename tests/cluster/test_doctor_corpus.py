@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster import layout
+from mpicluster.cluster import layout
 from tests.cluster.nodes import podman_exec
 from tests.conftest import LocalCluster, inventory_with, mpicluster, start_local_cluster
 

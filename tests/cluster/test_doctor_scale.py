@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.doctor import pairs
+from mpicluster.nodes import pairs
 from tests.cluster.nodes import podman_exec
 from tests.conftest import LocalCluster, inventory_with, mpicluster, start_local_cluster
 

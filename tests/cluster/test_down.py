@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.cluster_key import cluster_dir
+from mpicluster.cluster.state import cluster_dir
 from tests.cluster.nodes import (
     Started,
     half_written,

@@ -33,7 +33,7 @@ def our_containers() -> list[str]:
 
 
 def test_every_node_is_reachable_at_its_inventory_address(cluster):
-    from mpicluster.inventory import load_inventory
+    from mpicluster.cluster.inventory import load_inventory
 
     inv = load_inventory(cluster.inventory)
     assert [n.name for n in inv.nodes] == ["node1", "node2", "node3"]

@@ -19,7 +19,7 @@ import json
 
 import pytest
 
-from mpicluster.cluster_key import cluster_dir
+from mpicluster.cluster.state import cluster_dir
 from mpicluster.slurm import MARKER, munge_key_path
 from tests.cluster.nodes import podman_exec
 from tests.conftest import inventory_with, mpicluster, start_local_cluster

@@ -77,7 +77,7 @@ MPI4PY_PLAIN = (
 def ready(build):
     done = mpicluster("up", str(build["inventory"]), check=False, timeout=3600)
     assert done.returncode == 0, done.stderr[-4000:]
-    from mpicluster.inventory import load_inventory
+    from mpicluster.cluster.inventory import load_inventory
 
     build["nodes"] = [n.name for n in load_inventory(build["inventory"]).nodes]
     return build

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mpicluster.inventory import load_inventory
+from mpicluster.cluster.inventory import load_inventory
 from tests.conftest import inventory_with, mpicluster
 from tests.unit.test_no_trust_bypass import bypasses
 
@@ -116,7 +116,7 @@ def test_every_node_reaches_every_node_with_strict_host_keys(cluster, inventory)
 
 
 def test_keys_are_private_and_never_logged(cluster, inventory):
-    from mpicluster.cluster_key import cluster_dir
+    from mpicluster.cluster.state import cluster_dir
 
     key_dir = cluster_dir("pytest")
     private = (key_dir / "id_ed25519").read_text()
@@ -165,7 +165,7 @@ def test_smoke_names_the_node_whose_path_is_broken(cluster, inventory):
 def test_unreachable_node_stops_up_before_any_change(cluster, inventory, tmp_path):
     import yaml
 
-    from mpicluster.cluster_key import cluster_dir
+    from mpicluster.cluster.state import cluster_dir
 
     data = yaml.safe_load(inventory.read_text())
     data["nodes"].insert(0, {"name": "ghost", "address": "192.168.63.99"})

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster import applied, remote
-from mpicluster.inventory import parse_inventory
+from mpicluster import remote
+from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.remote.module_utils import mpicluster_applied as record_code
+from mpicluster.up import applied
 
 BEGIN, END = "# BEGIN mine", "# END mine"
 FOOTPRINT = [

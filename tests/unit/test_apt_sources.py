@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster import apt_sources
-from mpicluster.apt_sources import (
+from mpicluster.errors import MpiclusterError
+from mpicluster.util import apt_sources
+from mpicluster.util.apt_sources import (
     Entry,
     Mirror,
     choose_debian_mirror,
@@ -18,7 +19,6 @@ from mpicluster.apt_sources import (
     parse_one_line,
     read_entries,
 )
-from mpicluster.errors import MpiclusterError
 
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 

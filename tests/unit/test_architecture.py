@@ -1,5 +1,7 @@
-"""The layers hold: no import circle, nothing imports the CLI, only the render layer
-writes to the terminal, and the programs sent to nodes stand alone.
+"""The rooms hold: no import circle, each room imports only what the table ROOMS allows
+(features over foundations; a feature reaches another only through its package's
+face), only the render layer writes to the terminal, and the programs sent to nodes
+stand alone.
 
 Every import counts, also those inside functions (a lazy import is still a dependency).
 See docs/architecture.md for the picture.
@@ -24,18 +26,35 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
+def face_of(package: str) -> set[str]:
+    """The names a package's __init__ binds by importing them: its face. A submodule
+    of the same name is shadowed (`from mpicluster.up import provision` is the
+    function the face exports, not the module up/provision.py)."""
+    path = MODULES.get(package)
+    if path is None or path.name != "__init__.py":
+        return set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module != package
+        for alias in node.names
+    }
+
+
 def imports_of(name: str) -> set[str]:
     """The mpicluster modules `name` imports (a `from package import module` counts as
-    importing the module)."""
+    importing the module, unless the package's face binds that name itself)."""
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            face = face_of(node.module) if node.module != name else set()
             targets = [
                 f"{node.module}.{alias.name}"
-                if f"{node.module}.{alias.name}" in MODULES
+                if f"{node.module}.{alias.name}" in MODULES and alias.name not in face
                 else node.module
                 for alias in node.names
             ]
@@ -48,13 +67,45 @@ def imports_of(name: str) -> set[str]:
 GRAPH = {name: imports_of(name) for name in MODULES}
 
 
-def layer(name: str) -> str:
-    if name == "mpicluster.__main__":
+#: The rooms, lowest first. Foundations: util (with the top-level errors and exitcodes),
+#: remote (the programs shipped to nodes), cluster (what the cluster is, decided on the
+#: control machine), nodes (reaching them). Features: one room per command or part.
+#: Above them, render (terminal output) and cli (the commands).
+FOUNDATIONS = ("util", "remote", "cluster", "nodes")
+FEATURES = ("stack", "slurm", "verify", "up", "down", "run", "doctor", "local")
+
+#: room -> the rooms it may import. A feature's imports of another feature name that
+#: feature's package (its face, mpicluster/<room>/__init__.py), never a module inside.
+ROOMS: dict[str, set[str]] = {
+    "util": {"util"},
+    "remote": {"remote"},
+    "cluster": {"util", "cluster"},
+    "nodes": {"util", "cluster", "nodes", "remote"},
+    "stack": {"util", "cluster", "nodes", "stack"},
+    "slurm": {"util", "cluster", "nodes", "slurm"},
+    "verify": {"util", "cluster", "nodes", "remote", "verify", "slurm"},
+    "up": {"util", "cluster", "nodes", "remote", "up", "stack", "slurm", "verify"},
+    "down": {"util", "cluster", "nodes", "down", "up", "slurm"},
+    "run": {"util", "cluster", "nodes", "remote", "run"},
+    "doctor": {"util", "cluster", "nodes", "remote", "doctor", "slurm"},
+    "local": {"util", "cluster", "nodes", "local"},
+    "render": {"util", "cluster", "nodes", "render", *FEATURES},
+    "cli": {"util", "cluster", "nodes", "render", "cli", *FEATURES},
+}
+
+
+def room(name: str) -> str:
+    parts = name.split(".")
+    if len(parts) == 1 or parts[1] in ("errors", "exitcodes"):
+        return "util"  # the package itself (its version) and the errors every room raises
+    if parts[1] == "__main__":
         return "cli"  # `python -m mpicluster`: the command line's entry point
-    for prefix in ("mpicluster.cli", "mpicluster.render", "mpicluster.remote"):
-        if name == prefix or name.startswith(prefix + "."):
-            return prefix.rsplit(".", 1)[1]
-    return "core"
+    return parts[1]
+
+
+def layer(name: str) -> str:
+    """cli, render, remote, or core (every other room)."""
+    return room(name) if room(name) in ("cli", "render", "remote") else "core"
 
 
 def cycles(graph: dict[str, set[str]] = GRAPH) -> list[list[str]]:
@@ -95,8 +146,8 @@ def cycles(graph: dict[str, set[str]] = GRAPH) -> list[list[str]]:
 
 
 def test_the_graph_is_read():
-    assert "mpicluster.provision" in GRAPH["mpicluster.cli.cluster"]
-    assert "mpicluster.inventory" in GRAPH["mpicluster.layout"]
+    assert "mpicluster.up.provision" in GRAPH["mpicluster.cli.cluster"]
+    assert "mpicluster.cluster.inventory" in GRAPH["mpicluster.cluster.layout"]
 
 
 def test_a_circle_is_found():
@@ -108,22 +159,52 @@ def test_no_import_circle():
     assert cycles() == []
 
 
-def test_nothing_imports_upward():
-    """cli -> render -> core -> remote; remote (the programs for the nodes) imports
-    nothing of ours but itself."""
-    allowed = {
-        "cli": {"cli", "render", "core"},
-        "render": {"render", "core"},
-        "core": {"core", "remote"},
-        "remote": {"remote"},
-    }
+def test_every_module_lives_in_a_room_of_the_table():
+    assert {room(name) for name in MODULES} <= set(ROOMS)
+    assert set(ROOMS) == {*FOUNDATIONS, *FEATURES, "render", "cli"}
+
+
+def test_at_most_eight_modules_at_the_top():
+    top = [p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert len(top) <= 8, sorted(top)
+
+
+def test_each_room_imports_only_what_the_table_allows():
     wrong = [
-        f"{name} ({layer(name)}) imports {target} ({layer(target)})"
+        f"{name} ({room(name)}) imports {target} ({room(target)})"
         for name, targets in sorted(GRAPH.items())
         for target in sorted(targets)
-        if layer(target) not in allowed[layer(name)]
+        if room(target) not in ROOMS[room(name)]
     ]
     assert wrong == []
+
+
+def test_a_feature_reaches_another_only_through_its_face():
+    wrong = [
+        f"{name} imports {target}: import mpicluster.{room(target)} instead"
+        for name, targets in sorted(GRAPH.items())
+        if room(name) in FEATURES
+        for target in sorted(targets)
+        if room(target) in FEATURES and room(target) != room(name)
+        if target != f"mpicluster.{room(target)}"
+    ]
+    assert wrong == []
+
+
+def test_foundations_import_no_feature():
+    wrong = [
+        f"{name} imports {target}"
+        for name, targets in sorted(GRAPH.items())
+        if room(name) in FOUNDATIONS
+        for target in sorted(targets)
+        if room(target) not in FOUNDATIONS
+    ]
+    assert wrong == []
+
+
+def test_the_table_itself_has_no_circle():
+    graph = {name: allowed - {name} for name, allowed in ROOMS.items()}
+    assert cycles(graph) == []
 
 
 def test_core_reaches_remote_programs_only_as_files():

@@ -29,38 +29,38 @@ from pathlib import Path
 import pytest
 
 from mpicluster import remote
-from mpicluster.inventory import InventoryError, load_inventory, parse_inventory
+from mpicluster.cluster.inventory import InventoryError, load_inventory, parse_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: module:function -> the test in this file that feeds it hostile values.
 REGISTRY = {
-    "mpicluster.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
-    "mpicluster.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
-    "mpicluster.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
+    "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
+    "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
+    "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
     "mpicluster.doctor.session:NodeSession.start_probe": "test_doctor_probe_command",
     "mpicluster.doctor.launch_proof:Launch.command": "test_doctor_launch_command_splits_back",
-    "mpicluster.hang:collect": "test_hang_collect_command",
-    "mpicluster.job:<module>": "test_head_facts_command_is_constant",
-    "mpicluster.job:remote_command": "test_launcher_runs_program_and_env_intact",
-    "mpicluster.launch:Launch.command": "test_dry_run_command_splits_back",
-    "mpicluster.launch:build": "test_torch_wrappers_pass_program_intact",
-    "mpicluster.launch:_srun": "test_torch_wrappers_pass_program_intact",
-    "mpicluster.launch:torchrun_per_node": "test_torch_wrappers_pass_program_intact",
-    "mpicluster.layout:Layout.shell_exports": "test_shell_exports_source_back_intact",
+    "mpicluster.run.hang_report:collect": "test_hang_collect_command",
+    "mpicluster.run.job:<module>": "test_head_facts_command_is_constant",
+    "mpicluster.run.job:remote_command": "test_launcher_runs_program_and_env_intact",
+    "mpicluster.run.launch:Launch.command": "test_dry_run_command_splits_back",
+    "mpicluster.run.launch:build": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.run.launch:_srun": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.run.launch:torchrun_per_node": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.cluster.layout:Layout.shell_exports": "test_shell_exports_source_back_intact",
     "mpicluster.local.podman:Podman.read_file": "test_local_host_key_reads_are_constant",
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
-    "mpicluster.node_facts:gather": "test_node_facts_command",
+    "mpicluster.nodes.facts:gather": "test_node_facts_command",
     "mpicluster.remote.relay:remote_command": "test_relay_command_runs_intact_under_sh",
-    "mpicluster.smoke:env_matrix.command": "test_smoke_env_matrix_command",
-    "mpicluster.smoke:mpirun_command": "test_smoke_commands_split_back",
-    "mpicluster.smoke:run_allreduce": "test_smoke_commands_split_back",
-    "mpicluster.slurm_smoke:_ctl": "test_slurm_commands_split_back",
-    "mpicluster.slurm_smoke:pmix_command": "test_slurm_commands_split_back",
-    "mpicluster.slurm_smoke:sbatch_step": "test_slurm_commands_split_back",
-    "mpicluster.doctor.slurm_facts:gather": "test_slurm_commands_split_back",
-    "mpicluster.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
-    "mpicluster.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
+    "mpicluster.verify.smoke:env_matrix.command": "test_smoke_env_matrix_command",
+    "mpicluster.verify.smoke:mpirun_command": "test_smoke_commands_split_back",
+    "mpicluster.verify.smoke:run_allreduce": "test_smoke_commands_split_back",
+    "mpicluster.slurm.smoke:_ctl": "test_slurm_commands_split_back",
+    "mpicluster.slurm.smoke:pmix_command": "test_slurm_commands_split_back",
+    "mpicluster.slurm.smoke:sbatch_step": "test_slurm_commands_split_back",
+    "mpicluster.slurm.facts:gather": "test_slurm_commands_split_back",
+    "mpicluster.run.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
+    "mpicluster.run.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
 }
 
 #: The argument that carries the command text, by the name of the function called.
@@ -294,7 +294,7 @@ def test_inventory_refuses_hostile_names(template, marker):
 
 
 def test_prepare_run_command_runs_as_written(tmp_path, marker, monkeypatch):
-    from mpicluster import ansible_run
+    from mpicluster.nodes import ansible_run
 
     inv = inventory(tmp_path)
     runs = tmp_path / f"runs {ODD}"
@@ -319,7 +319,7 @@ def test_prepare_run_command_runs_as_written(tmp_path, marker, monkeypatch):
 def test_run_playbook_cmdline_keeps_the_vars_path(tmp_path, monkeypatch, marker):
     import ansible_runner
 
-    from mpicluster import ansible_run
+    from mpicluster.nodes import ansible_run
 
     seen = {}
 
@@ -343,7 +343,7 @@ def test_run_playbook_cmdline_keeps_the_vars_path(tmp_path, monkeypatch, marker)
 
 
 def test_ansible_ssh_args_keep_the_known_hosts_path(tmp_path, marker):
-    from mpicluster import ansible_run
+    from mpicluster.nodes import ansible_run
 
     known = tmp_path / f"kh {ODD}"
     known.write_text("")
@@ -384,8 +384,9 @@ def test_doctor_probe_command():
 
 
 def test_hang_collect_command(tmp_path, monkeypatch, marker):
-    from mpicluster import hang, transport
-    from mpicluster.layout import Layout
+    from mpicluster.cluster.layout import Layout
+    from mpicluster.nodes import transport
+    from mpicluster.run import hang_report as hang
 
     commands = []
     monkeypatch.setattr(
@@ -399,13 +400,13 @@ def test_hang_collect_command(tmp_path, monkeypatch, marker):
 
 
 def test_head_facts_command_is_constant(tmp_path):
-    from mpicluster import job
+    from mpicluster.run import job
 
     lexer = shlex.shlex(job.FACTS_COMMAND, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     assert job.FREE_PORT in list(lexer)
     # built from constants only: no value of the user's reaches it
-    tree = ast.parse((REPO / "mpicluster" / "job.py").read_text())
+    tree = ast.parse((REPO / "mpicluster" / "run" / "job.py").read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "FACTS_COMMAND":
             names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
@@ -417,8 +418,8 @@ def test_head_facts_command_is_constant(tmp_path):
 def test_launcher_runs_program_and_env_intact(tmp_path, monkeypatch, marker):
     """The command `run` sends to the head, run here by /bin/sh: the launcher starts the
     program with every argument and variable exactly as given."""
-    from mpicluster import job
-    from mpicluster.launch import Launch
+    from mpicluster.run import job
+    from mpicluster.run.launch import Launch
 
     monkeypatch.setattr(remote, "PYTHON", sys.executable)
     values = [v for v in hostile(marker) if "\x00" not in v]
@@ -451,7 +452,7 @@ def test_launcher_runs_program_and_env_intact(tmp_path, monkeypatch, marker):
 
 
 def test_dry_run_command_splits_back(marker):
-    from mpicluster.launch import Launch
+    from mpicluster.run.launch import Launch
 
     values = hostile(marker)
     env = {f"V{i}": v for i, v in enumerate(values)}
@@ -461,7 +462,7 @@ def test_dry_run_command_splits_back(marker):
 
 
 def _head(user: str = "alice"):
-    from mpicluster.launch import HeadFacts
+    from mpicluster.run.launch import HeadFacts
 
     return HeadFacts(slots={"n1": 2}, mpi_major=5, free_port=29500, user=user)
 
@@ -469,7 +470,7 @@ def _head(user: str = "alice"):
 def test_torch_wrappers_pass_program_intact(tmp_path, marker):
     """--torch and --launcher torchrun put `sh -c SCRIPT sh PROGRAM...` after mpirun's
     options: run that part here, as a rank would."""
-    from mpicluster.launch import RunOptions, build
+    from mpicluster.run.launch import RunOptions, build
 
     values = hostile(marker)
     show = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('RANK')]))"
@@ -531,7 +532,7 @@ def test_torch_wrappers_pass_program_intact(tmp_path, marker):
 
 
 def test_shell_exports_source_back_intact(tmp_path, marker):
-    from mpicluster.layout import Layout
+    from mpicluster.cluster.layout import Layout
 
     values = hostile(marker)
     variables = {f"V{i}": v for i, v in enumerate(values)}
@@ -587,7 +588,8 @@ def test_local_host_key_reads_are_constant():
 
 
 def test_node_facts_command(tmp_path, monkeypatch):
-    from mpicluster import node_facts, transport
+    from mpicluster.nodes import facts as node_facts
+    from mpicluster.nodes import transport
 
     commands = []
     monkeypatch.setattr(
@@ -605,8 +607,9 @@ def test_node_facts_command(tmp_path, monkeypatch):
 
 
 def test_smoke_env_matrix_command(tmp_path, monkeypatch):
-    from mpicluster import smoke, transport
-    from mpicluster.layout import Layout
+    from mpicluster.cluster.layout import Layout
+    from mpicluster.nodes import transport
+    from mpicluster.verify import smoke
 
     commands = []
 
@@ -624,8 +627,9 @@ def test_smoke_env_matrix_command(tmp_path, monkeypatch):
 
 
 def test_smoke_commands_split_back(tmp_path, monkeypatch):
-    from mpicluster import smoke, transport
-    from mpicluster.layout import Layout
+    from mpicluster.cluster.layout import Layout
+    from mpicluster.nodes import transport
+    from mpicluster.verify import smoke
 
     text = (
         "cluster: test\nnetwork: {interface: 'eth0.1@x_y-z'}\nstack: {prefix: /opt/a-b.c}\n"
@@ -660,7 +664,7 @@ def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):
     """Several ranks on each of several nodes (where the hostfile has the slots): the
     case one rank per node missed (Horovod's hang in hvd.init()); no --map-by, so the
     ranks get mpirun's own mapping and binding, as a user's plain mpirun does."""
-    from mpicluster import smoke
+    from mpicluster.verify import smoke
 
     text = (
         "cluster: test\nnodes:\n  - {name: a, address: 10.0.0.1, slots: 64}\n"
@@ -682,9 +686,10 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
     """The Slurm smoke test's and doctor's commands: the stack's Python and the smoke
     program come back as single words, sbatch's --wrap is the srun line intact, and the
     timeout prefix leaves the command as it was."""
-    from mpicluster import slurm_smoke, transport
-    from mpicluster.doctor import slurm_facts
-    from mpicluster.layout import Layout
+    from mpicluster.cluster.layout import Layout
+    from mpicluster.nodes import transport
+    from mpicluster.slurm import facts as slurm_facts
+    from mpicluster.slurm import smoke as slurm_smoke
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path / "home"))
     text = (
@@ -739,7 +744,7 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
 def test_sync_fan_out_script_under_sh(tmp_path, marker):
     """The script the head runs to send --sync on to the other nodes, run here by /bin/sh
     with stand-ins for rsync (and mkdir, for its --rsync-path)."""
-    from mpicluster import sync
+    from mpicluster.run import sync
 
     bin_dir = tmp_path / "bin"
     rsync_calls = recorder(bin_dir, "rsync")
@@ -776,7 +781,7 @@ def test_sync_tree_through_rsync_and_ssh(tmp_path, monkeypatch, marker):
     and runs the remote command with /bin/sh against stand-in mkdir and rsync."""
     import shutil
 
-    from mpicluster import sync
+    from mpicluster.run import sync
 
     if shutil.which("rsync") is None:
         pytest.skip("rsync is not installed")

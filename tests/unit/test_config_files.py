@@ -10,10 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpicluster import layout, remote
-from mpicluster.inventory import parse_inventory
-from mpicluster.layout import Layout
-from mpicluster.provision import config_files
+from mpicluster import remote
+from mpicluster.cluster import layout
+from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.layout import Layout
+from mpicluster.up.provision import config_files
 
 MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "library" / "mpicluster_files.py"
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 import json
 
-from mpicluster import hostfile
+from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.layout import BLOCK_BEGIN, BLOCK_END, Layout
 from mpicluster.doctor.checks import (
     basics,
     consistency,
@@ -24,8 +26,6 @@ from mpicluster.doctor.checks import (
 from mpicluster.doctor.model import Status
 from mpicluster.doctor.runner import Clock, Gathered, Options
 from mpicluster.doctor.session import NodeSession
-from mpicluster.inventory import parse_inventory
-from mpicluster.layout import BLOCK_BEGIN, BLOCK_END, Layout
 
 NODES = ["node1", "node2", "node3"]
 BLOCK = (

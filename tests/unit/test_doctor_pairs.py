@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from mpicluster.doctor import pairs
+from mpicluster.nodes import pairs
 
 NAMES = [f"n{i}" for i in range(1, 9)]
 

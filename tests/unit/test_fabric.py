@@ -320,8 +320,8 @@ def test_down_port_on_roce_names_its_interface():
 
 
 def test_up_gives_rdma_core_to_the_nodes_that_have_an_rdma_device():
-    from mpicluster.inventory import parse_inventory
-    from mpicluster.provision import rdma_host_vars
+    from mpicluster.cluster.inventory import parse_inventory
+    from mpicluster.up.provision import rdma_host_vars
 
     inv = parse_inventory("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
     facts = {"a": {"rdma": ["mlx5_0", "mlx5_1"]}, "b": {"rdma": []}, "c": {}}

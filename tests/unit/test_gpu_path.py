@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError, UsageError
-from mpicluster.inventory import parse_inventory
 from mpicluster.local.cluster import render_inventory
 from mpicluster.local.spec import LocalSpec
-from mpicluster.node_facts import check_gpus
+from mpicluster.nodes.facts import check_gpus
 from mpicluster.stack import recipe, sources
 from mpicluster.stack.fingerprint import fingerprint, platform_of
 from tests.unit.test_stack import FACTS

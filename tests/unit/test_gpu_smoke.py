@@ -21,12 +21,13 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from mpicluster import nccl_tests, remote, smoke
-from mpicluster.inventory import parse_inventory
-from mpicluster.layout import Layout
+from mpicluster import remote
+from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.layout import Layout
 from mpicluster.render.display import Display
 from mpicluster.render.up import show_smoke
-from mpicluster.smoke import AllreduceResult, GpuSmoke, PairResult, SmokeReport
+from mpicluster.verify import nccl_tests, smoke
+from mpicluster.verify.smoke import AllreduceResult, GpuSmoke, PairResult, SmokeReport
 
 DATA = Path(__file__).parent / "data"
 GPU_INVENTORY = """\

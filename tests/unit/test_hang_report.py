@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from mpicluster.hang import summarize
+from mpicluster.run.hang_report import summarize
 
 
 def frames(*names: tuple[str, str, int]) -> list[dict]:

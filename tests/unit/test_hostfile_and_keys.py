@@ -6,9 +6,9 @@ import stat
 
 import pytest
 
-from mpicluster import hostfile
+from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import UsageError
-from mpicluster.inventory import parse_inventory
 
 INV = parse_inventory(
     "cluster: t\nnodes:\n  - {name: g1, gpus: 8}\n  - {name: g2, gpus: 8, slots: 4}\n"
@@ -43,8 +43,8 @@ def test_the_env_file_exports_what_etc_environment_gets(tmp_path):
     interface settings; what it had stays behind them."""
     import subprocess
 
-    from mpicluster.layout import Layout
-    from mpicluster.mpi_settings import mpi_environment
+    from mpicluster.cluster.layout import Layout
+    from mpicluster.cluster.mpi_settings import mpi_environment
 
     inv = parse_inventory("cluster: t\nnetwork: {interface: eth1}\nnodes: [{name: a}]\n")
     script = Layout.of(inv).shell_exports(mpi_environment(inv.network))
@@ -68,7 +68,7 @@ def test_the_env_file_exports_what_etc_environment_gets(tmp_path):
 
 
 def test_cluster_key_is_private_and_stable(tmp_path, monkeypatch):
-    from mpicluster.cluster_key import ensure_cluster_key
+    from mpicluster.cluster.state import ensure_cluster_key
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
     key = ensure_cluster_key("demo")
@@ -82,7 +82,7 @@ def test_cluster_key_is_private_and_stable(tmp_path, monkeypatch):
 
 
 def test_generated_ansible_inputs_check_host_keys(tmp_path, monkeypatch):
-    from mpicluster.ansible_run import prepare_run
+    from mpicluster.nodes.ansible_run import prepare_run
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
     run_dir, command = prepare_run(tmp_path / "runs", "t", INV, {"x": 1}, {}, "site.yml")

@@ -329,7 +329,7 @@ def test_shipped_inventories_are_valid(name):
 
 
 def test_valid_inventory_resolves_node_ssh(write, tmp_path):
-    from mpicluster.inventory import load_inventory
+    from mpicluster.cluster.inventory import load_inventory
 
     key = tmp_path / "k"
     key.write_text("x")

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from mpicluster.cli import app
-from mpicluster.inventory import Inventory, InventoryError, load_inventory
-from mpicluster.names import SHELL_METACHARACTERS
-from mpicluster.yamlsource import format_loc
+from mpicluster.cluster.inventory import Inventory, InventoryError, load_inventory
+from mpicluster.cluster.validators import SHELL_METACHARACTERS
+from mpicluster.cluster.yamlsource import format_loc
 
 #: The same examples on every run (CI must not fail by chance); MPICLUSTER_HYPOTHESIS=explore
 #: draws new ones each time, for hunting.

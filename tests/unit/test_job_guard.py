@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mpicluster.errors import MpiclusterError
-from mpicluster.node_facts import check_no_job
+from mpicluster.nodes.facts import check_no_job
 from tests.shipped import load
 
 nodeinfo = load("nodeinfo")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.inventory import parse_inventory
-from mpicluster.layout import BLOCK_BEGIN, BLOCK_END, Layout
+from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.layout import BLOCK_BEGIN, BLOCK_END, Layout
 from mpicluster.remote.module_utils import mpicluster_journal as journal
 
 ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"

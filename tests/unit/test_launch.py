@@ -6,10 +6,10 @@ import subprocess
 
 import pytest
 
-from mpicluster import job
+from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError, UsageError
-from mpicluster.inventory import parse_inventory
-from mpicluster.launch import (
+from mpicluster.run import job
+from mpicluster.run.launch import (
     PYTHON_RANK,
     TORCH_WRAPPER,
     HeadFacts,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mpicluster import neighbour
 from mpicluster.local import host
+from mpicluster.nodes import arp_table as neighbour
 
 DEFAULTS = {"gc_thresh1": 128, "gc_thresh2": 512, "gc_thresh3": 1024}
 

@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from mpicluster.inventory import parse_inventory
+from mpicluster.cluster.inventory import parse_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 BYPASS = re.compile(
@@ -50,7 +50,7 @@ def test_no_shipped_file_bypasses_host_keys():
 
 
 def test_generated_run_inputs_do_not_bypass_host_keys(tmp_path, monkeypatch):
-    from mpicluster.ansible_run import prepare_run
+    from mpicluster.nodes.ansible_run import prepare_run
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
     for accept_new in ("false", "true"):
@@ -69,7 +69,7 @@ def test_ansible_runner_is_not_left_to_switch_host_key_checking_off(tmp_path):
     RunnerConfig, given the environment `up` passes, keeps it on."""
     from ansible_runner.config.runner import RunnerConfig
 
-    from mpicluster.ansible_run import runner_env
+    from mpicluster.nodes.ansible_run import runner_env
 
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "site.yml").write_text("- hosts: all\n  tasks: []\n")

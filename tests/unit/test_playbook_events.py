@@ -3,7 +3,7 @@ seconds each stage took on each node (`up --json`'s per-node breakdown)."""
 
 from __future__ import annotations
 
-from mpicluster.ansible_run import HostStats, _Collector
+from mpicluster.nodes.ansible_run import HostStats, _Collector
 
 
 def task(role: str, name: str) -> dict:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mpicluster.inventory import parse_inventory
-from mpicluster.layout import Layout
+from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.layout import Layout
 
 ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"
 #: Inputs `up` passes only for source installs (stack/prepare.py), per run or per host,
@@ -53,7 +53,7 @@ def declared() -> dict[str, set[str]]:
 
 @pytest.fixture
 def extravars(tmp_path, monkeypatch) -> dict:
-    from mpicluster.provision import extravars as make
+    from mpicluster.up.provision import extravars as make
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
     return make(parse_inventory(INVENTORY), {"a": 4, "b": 8})

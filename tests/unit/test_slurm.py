@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from mpicluster import slurm, slurm_smoke
+from mpicluster import slurm
+from mpicluster.cluster.inventory import InventoryError, parse_inventory
+from mpicluster.cluster.layout import Layout
 from mpicluster.doctor.checks import slurm as slurm_check
-from mpicluster.doctor.slurm_facts import SlurmFacts, SlurmNode, parse_node, parse_node_lines
-from mpicluster.inventory import InventoryError, parse_inventory
-from mpicluster.layout import Layout
+from mpicluster.errors import MpiclusterError
+from mpicluster.slurm import smoke as slurm_smoke
+from mpicluster.slurm.facts import SlurmFacts, SlurmNode, parse_node, parse_node_lines
 
 NODES = "nodes: [{name: a, address: 10.0.0.1, gpus: 2}, {name: b, address: 10.0.0.2}]\n"
 
@@ -101,7 +103,7 @@ def test_munge_key_is_made_once_0600_and_refused_when_open(tmp_path):
     assert len(data) == 1024 and path.stat().st_mode & 0o777 == 0o600
     assert slurm.ensure_munge_key("c").read_bytes() == data
     path.chmod(0o644)
-    with pytest.raises(slurm.MpiclusterError, match="readable by others"):
+    with pytest.raises(MpiclusterError, match="readable by others"):
         slurm.ensure_munge_key("c")
 
 
@@ -223,7 +225,7 @@ def test_the_packages_bookkeeping_files_come_back_as_they_were(tmp_path, monkeyp
     given back byte for byte with their mode; one made since is removed."""
     import importlib.util
 
-    from mpicluster.paths import data_path
+    from mpicluster.util.paths import data_path
 
     path = data_path("playbooks") / "library" / "mpicluster_packages.py"
     spec = importlib.util.spec_from_file_location("mpicluster_packages", path)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mpicluster.doctor import pairs
-from mpicluster.smoke import peer_order
+from mpicluster.nodes import pairs
+from mpicluster.verify.smoke import peer_order
 
 
 def test_the_ssh_matrix_spreads_each_round_over_every_node():

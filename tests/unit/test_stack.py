@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from mpicluster.cluster import lockfile
+from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.errors import MpiclusterError, UsageError
-from mpicluster.inventory import parse_inventory
 from mpicluster.stack import cache as cache_module
-from mpicluster.stack import lockfile, recipe, sources
+from mpicluster.stack import recipe, sources
 from mpicluster.stack.cache import ChecksumMismatch, SourceCache
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
-from mpicluster.stack.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.stack.plan import plan
 from mpicluster.stack.prepare import _group_spec, nvml_requirements, platforms_unasked
 from mpicluster.stack.wheels import Wheelhouse
@@ -104,7 +105,7 @@ def test_an_unresolvable_version_is_a_structured_error_the_inventory_reports():
 
 def test_the_inventory_does_not_import_the_stack_sources():
     code = (
-        "import sys, mpicluster.inventory as i; "
+        "import sys, mpicluster.cluster.inventory as i; "
         "i.parse_inventory('cluster: t\\nnodes: [{name: a}]\\n'"
         "  'stack: {openmpi: {version: 4.1.x}}'); "
         "assert 'mpicluster.stack.sources' not in sys.modules, sorted(sys.modules)"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError
-from mpicluster.inventory import parse_inventory
 from mpicluster.stack import recipe, sources, wheels
 from mpicluster.stack.fingerprint import fingerprint, platform_of
 from mpicluster.stack.prepare import torch_spec

@@ -1,4 +1,4 @@
-"""mpicluster.transport on fabric.Connection: host keys, settings, results.
+"""mpicluster.nodes.transport on fabric.Connection: host keys, settings, results.
 
 The end-to-end tests talk to an in-process paramiko SSH server on 127.0.0.1 (an
 ephemeral port, keys made on the spot), so they need no sshd and skip nothing.
@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fabric import Connection
 
-from mpicluster import transport
+from mpicluster.cluster.inventory import Inventory, ResolvedSsh, parse_inventory
 from mpicluster.doctor import session
-from mpicluster.inventory import Inventory, ResolvedSsh, parse_inventory
+from mpicluster.nodes import transport
 
 
 def new_key() -> tuple[paramiko.Ed25519Key, str]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import statistics
 
-from mpicluster import hostfile, layout
+from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster import layout
 from mpicluster.doctor.checks.common import UP, per_node, size
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered

@@ -8,12 +8,12 @@ mpicluster block must be present and literal (pam_env expands nothing there).
 
 from __future__ import annotations
 
-from mpicluster import layout
+from mpicluster.cluster import layout
+from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.mpi_settings import mpi_environment
 from mpicluster.doctor.checks.common import UP, per_node
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
-from mpicluster.layout import Layout
-from mpicluster.mpi_settings import mpi_environment
 from mpicluster.remote.module_utils import mpicluster_envblock as envblock
 
 NAME = "env"

@@ -3,13 +3,13 @@ checking works, on a fresh connection (no ControlMaster), as mpirun's launch nee
 
 from __future__ import annotations
 
-from mpicluster import ssh_failures
-from mpicluster.doctor import pairs as pair_plan
+from mpicluster.cluster.validators import is_ip
 from mpicluster.doctor import refusals
 from mpicluster.doctor.checks.common import UP, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
-from mpicluster.names import is_ip
+from mpicluster.nodes import pairs as pair_plan
+from mpicluster.nodes import ssh_failures
 
 NAME = "mesh"
 TITLE = "Node-to-node ssh (BatchMode, strict host keys, fresh connections)"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import ipaddress
 
+from mpicluster.cluster.validators import is_ip
 from mpicluster.doctor.checks.common import UP, per_node, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
-from mpicluster.names import is_ip
 
 
 def _loopback(address: str) -> bool:

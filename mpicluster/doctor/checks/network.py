@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import ipaddress
 
-from mpicluster import neighbour
-from mpicluster.doctor import pairs as pair_plan
 from mpicluster.doctor.checks.common import UP, majority, per_node, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
+from mpicluster.nodes import arp_table as neighbour
+from mpicluster.nodes import pairs as pair_plan
 
 PORTS = "ports"
 PORTS_TITLE = "TCP between nodes on ephemeral high ports (MPI's data and daemon traffic)"

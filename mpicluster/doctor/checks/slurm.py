@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
-from mpicluster.doctor.slurm_facts import SlurmFacts
-from mpicluster.slurm import MUNGE_TTL
-from mpicluster.slurm_smoke import RESUME, munge_cause, ready
+from mpicluster.slurm import MUNGE_TTL, RESUME, SlurmFacts, munge_cause, ready
 
 NAME = "slurm"
 TITLE = "Slurm: daemons, munge, slurm.conf, node states, a PMIx launch"

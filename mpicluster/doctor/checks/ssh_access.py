@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from mpicluster import ssh_failures
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed
 from mpicluster.doctor.runner import Gathered
 from mpicluster.doctor.session import NodeSession
+from mpicluster.nodes import ssh_failures
 
 NAME = "ssh"
 TITLE = "Reachability and authentication (control machine to each node)"

@@ -1,0 +1,1 @@
+"""`mpicluster down`: take back, on every node, exactly what `up` added."""
