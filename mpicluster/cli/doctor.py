@@ -11,51 +11,59 @@ from mpicluster.cli.common import InventoryArg, guarded
 from mpicluster.cluster.inventory import load_inventory
 from mpicluster.render import Display
 
+CheckOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--check",
+        help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
+        "fabric, versions, gpus, clock, disk, hostfile, launch, slurm.",
+        show_default=False,
+    ),
+]
+DoctorJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the report as JSON (schema 1) on stdout.")
+]
+FixHintsOpt = Annotated[
+    bool, typer.Option("--fix-hints/--no-fix-hints", help="Say how to fix each problem.")
+]
+AllPairsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all-pairs",
+        help="Log in over every node pair above 8 nodes too (default: a ring, a sample "
+        "and every other pair judged from the nodes' facts).",
+    ),
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds one probe may wait (connect, ssh between nodes) "
+        "[default: the inventory's ssh.connect_timeout].",
+        show_default=False,
+    ),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(help="Seed of the pair sample above 8 nodes [default: from the name]."),
+]
+LaunchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--launch/--no-launch",
+        help="Prove the cluster by launching MPI (on each node alone, then across nodes).",
+    ),
+]
+
 
 def doctor(
     inventory: InventoryArg,
-    check: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--check",
-            help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
-            "fabric, versions, gpus, clock, disk, hostfile, launch, slurm.",
-            show_default=False,
-        ),
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the report as JSON (schema 1) on stdout.")
-    ] = False,
-    fix_hints: Annotated[
-        bool, typer.Option("--fix-hints/--no-fix-hints", help="Say how to fix each problem.")
-    ] = True,
-    all_pairs: Annotated[
-        bool,
-        typer.Option(
-            "--all-pairs",
-            help="Log in over every node pair above 8 nodes too (default: a ring, a sample "
-            "and every other pair judged from the nodes' facts).",
-        ),
-    ] = False,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds one probe may wait (connect, ssh between nodes) "
-            "[default: the inventory's ssh.connect_timeout].",
-            show_default=False,
-        ),
-    ] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(help="Seed of the pair sample above 8 nodes [default: from the name]."),
-    ] = None,
-    launch: Annotated[
-        bool,
-        typer.Option(
-            "--launch/--no-launch",
-            help="Prove the cluster by launching MPI (on each node alone, then across nodes).",
-        ),
-    ] = True,
+    check: CheckOpt = None,
+    json_output: DoctorJsonOpt = False,
+    fix_hints: FixHintsOpt = True,
+    all_pairs: AllPairsOpt = False,
+    timeout: TimeoutOpt = None,
+    seed: SeedOpt = None,
+    launch: LaunchOpt = True,
 ) -> None:
     """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 

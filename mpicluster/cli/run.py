@@ -4,110 +4,128 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
-from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
+from mpicluster.cluster.inventory import Inventory, load_inventory
 from mpicluster.errors import UsageError
 from mpicluster.render import Display
 
+if TYPE_CHECKING:
+    from mpicluster.run.job import HangWatch
+    from mpicluster.run.launch import RunOptions
+    from mpicluster.run.sync import SyncResult
+
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
+
+ProgramArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="The program and its arguments, after --.", show_default=False),
+]
+NpOpt = Annotated[
+    int | None,
+    typer.Option("-np", "--np", help="Ranks in all (default: every slot of the nodes)."),
+]
+PerNodeOpt = Annotated[
+    int | None, typer.Option("--per-node", help="Ranks on each node (default: its slots).")
+]
+HostsOpt = Annotated[
+    str | None, typer.Option("--hosts", help="Only these nodes, comma-separated (in order).")
+]
+MapByOpt = Annotated[
+    str | None, typer.Option("--map-by", help="Open MPI's --map-by (default: slot).")
+]
+EnvOpt = Annotated[
+    list[str] | None,
+    typer.Option("--env", help="NAME=VALUE, or NAME to pass this shell's value (repeatable)."),
+]
+EnvFileOpt = Annotated[Path | None, typer.Option("--env-file", help="A file of NAME=VALUE lines.")]
+TorchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--torch",
+        help="Give every rank RANK, WORLD_SIZE, LOCAL_RANK, NODE_RANK, MASTER_ADDR/PORT.",
+    ),
+]
+LauncherOpt = Annotated[str, typer.Option("--launcher", help="mpirun, or torchrun (one per node).")]
+ViaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--via",
+        help="mpirun, or slurm (srun --mpi=pmix: a job in the queue). Default: slurm "
+        "when the inventory has a scheduler, else mpirun.",
+        show_default=False,
+    ),
+]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO on every rank.")]
+TagOpt = Annotated[bool, typer.Option("--tag", help="Prefix each line with its rank and node.")]
+SyncOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sync",
+        help="Copy this folder to every node first (rsync; honours .mpiclusterignore) "
+        "and run from there.",
+    ),
+]
+SyncToOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sync-to", help="Where --sync puts it (default: ~/mpicluster-run/<folder name>)."
+    ),
+]
+ChdirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--chdir", help="Run from this folder on every node (default: --sync's, else home)."
+    ),
+]
+HangTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--hang-timeout",
+        help="When the job prints nothing for this many seconds, show where every "
+        "rank is (py-spy) and stop it (exit 124).",
+    ),
+]
+KeepHungOpt = Annotated[
+    bool,
+    typer.Option("--keep-hung", help="With --hang-timeout: report, but keep the job."),
+]
+InspectOpt = Annotated[
+    bool,
+    typer.Option(
+        "--inspect", help="Run nothing: show where the ranks of running jobs are (py-spy)."
+    ),
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print the command line on the head; run nothing.")
+]
 
 
 def run(
     inventory: InventoryArg,
-    program: Annotated[
-        list[str] | None,
-        typer.Argument(help="The program and its arguments, after --.", show_default=False),
-    ] = None,
-    np: Annotated[
-        int | None,
-        typer.Option("-np", "--np", help="Ranks in all (default: every slot of the nodes)."),
-    ] = None,
-    per_node: Annotated[
-        int | None, typer.Option("--per-node", help="Ranks on each node (default: its slots).")
-    ] = None,
-    hosts: Annotated[
-        str | None, typer.Option("--hosts", help="Only these nodes, comma-separated (in order).")
-    ] = None,
-    map_by: Annotated[
-        str | None, typer.Option("--map-by", help="Open MPI's --map-by (default: slot).")
-    ] = None,
-    env: Annotated[
-        list[str] | None,
-        typer.Option("--env", help="NAME=VALUE, or NAME to pass this shell's value (repeatable)."),
-    ] = None,
-    env_file: Annotated[
-        Path | None, typer.Option("--env-file", help="A file of NAME=VALUE lines.")
-    ] = None,
-    torch: Annotated[
-        bool,
-        typer.Option(
-            "--torch",
-            help="Give every rank RANK, WORLD_SIZE, LOCAL_RANK, NODE_RANK, MASTER_ADDR/PORT.",
-        ),
-    ] = False,
-    launcher: Annotated[
-        str, typer.Option("--launcher", help="mpirun, or torchrun (one per node).")
-    ] = "mpirun",
-    via: Annotated[
-        str | None,
-        typer.Option(
-            "--via",
-            help="mpirun, or slurm (srun --mpi=pmix: a job in the queue). Default: slurm "
-            "when the inventory has a scheduler, else mpirun.",
-            show_default=False,
-        ),
-    ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="NCCL_DEBUG=INFO on every rank.")] = False,
-    tag: Annotated[
-        bool, typer.Option("--tag", help="Prefix each line with its rank and node.")
-    ] = False,
-    sync: Annotated[
-        Path | None,
-        typer.Option(
-            "--sync",
-            help="Copy this folder to every node first (rsync; honours .mpiclusterignore) "
-            "and run from there.",
-        ),
-    ] = None,
-    sync_to: Annotated[
-        str | None,
-        typer.Option(
-            "--sync-to", help="Where --sync puts it (default: ~/mpicluster-run/<folder name>)."
-        ),
-    ] = None,
-    chdir: Annotated[
-        str | None,
-        typer.Option(
-            "--chdir", help="Run from this folder on every node (default: --sync's, else home)."
-        ),
-    ] = None,
-    hang_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--hang-timeout",
-            help="When the job prints nothing for this many seconds, show where every "
-            "rank is (py-spy) and stop it (exit 124).",
-        ),
-    ] = None,
-    keep_hung: Annotated[
-        bool,
-        typer.Option("--keep-hung", help="With --hang-timeout: report, but keep the job."),
-    ] = False,
-    inspect: Annotated[
-        bool,
-        typer.Option(
-            "--inspect", help="Run nothing: show where the ranks of running jobs are (py-spy)."
-        ),
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the command line on the head; run nothing.")
-    ] = False,
+    program: ProgramArg = None,
+    np: NpOpt = None,
+    per_node: PerNodeOpt = None,
+    hosts: HostsOpt = None,
+    map_by: MapByOpt = None,
+    env: EnvOpt = None,
+    env_file: EnvFileOpt = None,
+    torch: TorchOpt = False,
+    launcher: LauncherOpt = "mpirun",
+    via: ViaOpt = None,
+    debug: DebugOpt = False,
+    tag: TagOpt = False,
+    sync: SyncOpt = None,
+    sync_to: SyncToOpt = None,
+    chdir: ChdirOpt = None,
+    hang_timeout: HangTimeoutOpt = None,
+    keep_hung: KeepHungOpt = False,
+    inspect: InspectOpt = False,
+    dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Run a program on the cluster's nodes from the head node, with the cluster's
@@ -116,86 +134,168 @@ def run(
     Exit codes: the job's own, 2 bad input, 124 stopped by --hang-timeout,
     130 stopped by Ctrl-C.
     """
-    from mpicluster.render.run import LinePrinter, show_hang, show_result
-    from mpicluster.run import hang_report as hang
-    from mpicluster.run.job import HangWatch, run_job, sync_nodes
-    from mpicluster.run.launch import RunOptions, parse_env_file, validate
-
     display = Display(messages_on_stderr=True)
     with guarded(display):
         inv = load_inventory(inventory)
-        # judged before anything reaches a node (--inspect included)
-        if hang_timeout is not None and not 0 < hang_timeout < math.inf:  # nan fails both
-            raise UsageError("--hang-timeout must be more than 0 seconds (and finite)")
-        if keep_hung and hang_timeout is None:
-            raise UsageError("--keep-hung needs --hang-timeout")
-        if sync_to and not sync:
-            raise UsageError("--sync-to needs --sync")
-        if launcher not in ("mpirun", "torchrun"):
-            raise UsageError(f"--launcher {launcher!r}: one of mpirun, torchrun")
-        if via is None:
-            via = "slurm" if inv.scheduler is not None else "mpirun"
-        if via not in ("mpirun", "slurm"):
-            raise UsageError(f"--via {via!r}: one of mpirun, slurm")
-        variables = {}
-        if env_file is not None:
-            if not env_file.is_file():
-                raise UsageError(f"--env-file: no such file: {env_file}")
-            variables = parse_env_file(env_file.read_text(), str(env_file))
-        options = RunOptions(
-            program=tuple(program or ()),
-            np=np,
-            per_node=per_node,
-            hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (),
-            map_by=map_by,
-            env=tuple(env or ()),
-            env_file=variables,
-            torch=torch,
-            launcher=launcher,  # type: ignore[arg-type]
-            debug=debug,
-            via=via,  # type: ignore[arg-type]
+        via = _judged(inv, via, launcher, hang_timeout, keep_hung, sync, sync_to)
+        options = _options(
+            program, np, per_node, hosts, map_by, env, env_file, torch, launcher, debug, via
         )
         if inspect:
-            report = hang.inspect(inv, inv.nodes, "*", display.progress)
-            if json_output:
-                display.json(report.to_dict())
-            else:
-                show_hang(display, report, None)
-            if not report.ranks:
-                raise typer.Exit(1)
+            _inspect(display, inv, as_json=json_output)
             return
-        validate(inv, options, os.environ)
-        synced = None
-        if sync is not None and not dry_run:
-            synced = sync_nodes(inv, options, sync, sync_to, display.progress)
+        synced = _prepared(display, inv, options, sync, sync_to, dry_run=dry_run)
+        if synced is not None:
             chdir = chdir or synced.destination
-        printer = LinePrinter(tag=tag, stdout_to_stderr=json_output)
-        # SIGTERM stops the job as Ctrl-C does
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        watch = None
-        if hang_timeout is not None:
-            hosts = set(options.hosts) or {n.name for n in inv.nodes}
-            watch = HangWatch(
-                hang_timeout,
-                lambda job: hang.inspect(
-                    inv, [n for n in inv.nodes if n.name in hosts], job, display.progress
-                ),
-                lambda report: show_hang(display, report, hang_timeout),
-                stop=not keep_hung,
-            )
-        result = run_job(
-            inv,
-            options,
-            dict(os.environ),
-            printer.line,
-            display.progress,
-            cwd=chdir,
-            dry_run=dry_run,
-            hang=watch,
-        )
-        if dry_run:
-            display.text(result.command + "\n")
-            return
-        show_result(display, result, synced, as_json=json_output)
-        if result.exit_code != 0:
-            raise typer.Exit(result.exit_code)
+        watch = _hang_watch(display, inv, options, hang_timeout, keep_hung)
+        _job(display, inv, options, synced, chdir, tag, watch, dry_run, json_output)
+
+
+def _judged(
+    inv: Inventory,
+    via: str | None,
+    launcher: str,
+    hang_timeout: float | None,
+    keep_hung: bool,
+    sync: Path | None,
+    sync_to: str | None,
+) -> str:
+    """The options judged before anything reaches a node (--inspect included); the
+    --via to use."""
+    if hang_timeout is not None and not 0 < hang_timeout < math.inf:  # nan fails both
+        raise UsageError("--hang-timeout must be more than 0 seconds (and finite)")
+    if keep_hung and hang_timeout is None:
+        raise UsageError("--keep-hung needs --hang-timeout")
+    if sync_to and not sync:
+        raise UsageError("--sync-to needs --sync")
+    if launcher not in ("mpirun", "torchrun"):
+        raise UsageError(f"--launcher {launcher!r}: one of mpirun, torchrun")
+    if via is None:
+        via = "slurm" if inv.scheduler is not None else "mpirun"
+    if via not in ("mpirun", "slurm"):
+        raise UsageError(f"--via {via!r}: one of mpirun, slurm")
+    return via
+
+
+def _options(
+    program: list[str] | None,
+    np: int | None,
+    per_node: int | None,
+    hosts: str | None,
+    map_by: str | None,
+    env: list[str] | None,
+    env_file: Path | None,
+    torch: bool,
+    launcher: str,
+    debug: bool,
+    via: str,
+) -> RunOptions:
+    """The command line's options as the core's RunOptions (--env-file read)."""
+    from mpicluster.run.launch import RunOptions, parse_env_file
+
+    variables = {}
+    if env_file is not None:
+        if not env_file.is_file():
+            raise UsageError(f"--env-file: no such file: {env_file}")
+        variables = parse_env_file(env_file.read_text(), str(env_file))
+    return RunOptions(
+        program=tuple(program or ()),
+        np=np,
+        per_node=per_node,
+        hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (),
+        map_by=map_by,
+        env=tuple(env or ()),
+        env_file=variables,
+        torch=torch,
+        launcher=launcher,  # type: ignore[arg-type]
+        debug=debug,
+        via=via,  # type: ignore[arg-type]
+    )
+
+
+def _inspect(display: Display, inv: Inventory, *, as_json: bool) -> None:
+    """--inspect: where the ranks of the jobs running on the nodes are; exit 1 if none."""
+    from mpicluster.render.run import show_inspect
+    from mpicluster.run import hang_report as hang
+
+    report = hang.inspect(inv, inv.nodes, "*", display.progress)
+    show_inspect(display, report, as_json=as_json)
+    if not report.ranks:
+        raise typer.Exit(1)
+
+
+def _prepared(
+    display: Display,
+    inv: Inventory,
+    options: RunOptions,
+    sync: Path | None,
+    sync_to: str | None,
+    *,
+    dry_run: bool,
+) -> SyncResult | None:
+    """The options judged against the inventory, then --sync's folder on every node
+    (not for --dry-run)."""
+    from mpicluster.run.job import sync_nodes
+    from mpicluster.run.launch import validate
+
+    validate(inv, options, os.environ)
+    if sync is None or dry_run:
+        return None
+    return sync_nodes(inv, options, sync, sync_to, display.progress)
+
+
+def _hang_watch(
+    display: Display,
+    inv: Inventory,
+    options: RunOptions,
+    hang_timeout: float | None,
+    keep_hung: bool,
+) -> HangWatch | None:
+    """--hang-timeout: read the job's ranks on its nodes when it goes quiet, show them."""
+    if hang_timeout is None:
+        return None
+    from mpicluster.render.run import show_hang
+    from mpicluster.run import hang_report as hang
+    from mpicluster.run.job import HangWatch
+
+    hosts = set(options.hosts) or {n.name for n in inv.nodes}
+    return HangWatch(
+        hang_timeout,
+        lambda job: hang.inspect(
+            inv, [n for n in inv.nodes if n.name in hosts], job, display.progress
+        ),
+        lambda report: show_hang(display, report, hang_timeout),
+        stop=not keep_hung,
+    )
+
+
+def _job(
+    display: Display,
+    inv: Inventory,
+    options: RunOptions,
+    synced: SyncResult | None,
+    chdir: str | None,
+    tag: bool,
+    watch: HangWatch | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """The job run (SIGTERM stops it as Ctrl-C does), shown; its exit code is ours."""
+    from mpicluster.render.run import LinePrinter, show_job
+    from mpicluster.run.job import run_job
+
+    printer = LinePrinter(tag=tag, stdout_to_stderr=as_json)
+    terminate_as_interrupt()
+    result = run_job(
+        inv,
+        options,
+        dict(os.environ),
+        printer.line,
+        display.progress,
+        cwd=chdir,
+        dry_run=dry_run,
+        hang=watch,
+    )
+    show_job(display, result, synced, as_json=as_json, dry_run=dry_run)
+    if not dry_run and result.exit_code != 0:
+        raise typer.Exit(result.exit_code)

@@ -10,6 +10,7 @@ import ipaddress
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -340,6 +341,14 @@ class Inventory(_Model):
         return self.total_gpus > 0
 
     @property
+    def gpu_nodes(self) -> list[Node]:
+        """The nodes whose GPUs the smoke tests run on: the ones with GPUs, and none
+        where the stack is built for GPUs that are not there (stack.gpus_present: false)."""
+        if not self.stack.gpus_present:
+            return []
+        return [node for node in self.nodes if node.gpus]
+
+    @property
     def controller(self) -> Node | None:
         """The node that runs the scheduler's controller (None: no scheduler)."""
         if self.scheduler is None:
@@ -546,6 +555,10 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+# Reports one problem at a location (a tuple of keys) with a message.
+_Add = Callable[[tuple, str], None]
+
+
 def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
     """Checks that span fields: duplicates, files that must exist, addresses in the CIDR."""
     problems: list[Problem] = []
@@ -555,7 +568,17 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
 
     if inv.network.interface and inv.network.cidr:
         add(("network",), "give interface or cidr, not both")
+    _check_nodes(inv, add)
+    _check_ssh_files(inv, add)
+    _check_stack_choices(inv, add)
+    for component in ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod"):
+        _check_component_source(inv, component, add)
+    problems.extend(_scheduler_problems(inv, doc))
+    return problems
 
+
+def _check_nodes(inv: Inventory, add: _Add) -> None:
+    """Per node, in order: a duplicate name, a duplicate address, the CIDR, the key file."""
     seen_names: dict[str, int] = {}
     seen_hosts: dict[str, int] = {}
     for i, node in enumerate(inv.nodes):
@@ -575,19 +598,30 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
                 f"duplicate address {node.host!r} (also nodes[{seen_hosts[host]}])",
             )
         seen_hosts.setdefault(host, i)
-        if inv.network.cidr and node.address and names.is_ip(node.address):
-            net = ipaddress.ip_network(inv.network.cidr)
-            if ipaddress.ip_address(node.address) not in net:
-                add(("nodes", i, "address"), f"{node.address} is outside network.cidr {net}")
+        _check_node_in_cidr(inv, i, node, add)
         if node.ssh.identity:
             _check_key_file(inv, node.ssh.identity, ("nodes", i, "ssh", "identity"), add)
 
+
+def _check_node_in_cidr(inv: Inventory, i: int, node: Node, add: _Add) -> None:
+    if inv.network.cidr and node.address and names.is_ip(node.address):
+        net = ipaddress.ip_network(inv.network.cidr)
+        if ipaddress.ip_address(node.address) not in net:
+            add(("nodes", i, "address"), f"{node.address} is outside network.cidr {net}")
+
+
+def _check_ssh_files(inv: Inventory, add: _Add) -> None:
+    """The cluster-wide key and known_hosts file must exist (and the key be private)."""
     if inv.ssh.identity:
         _check_key_file(inv, inv.ssh.identity, ("ssh", "identity"), add)
     if inv.ssh.known_hosts:
         path = inv.resolve_path(inv.ssh.known_hosts)
         if not _is_file(path):
             add(("ssh", "known_hosts"), f"no such file: {path}")
+
+
+def _check_stack_choices(inv: Inventory, add: _Add) -> None:
+    """Stack switches that contradict one another (GPUs, PyTorch, Horovod, NCCL)."""
     if not inv.stack.gpus_present and inv.has_gpus and not inv.stack.nccl.cuda_archs:
         add(
             ("stack", "gpus_present"),
@@ -602,28 +636,34 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
         )
     if torch.nccl == "stack" and torch.cuda is False:
         add(("stack", "pytorch", "nccl"), "stack needs a CUDA build of PyTorch (cuda is false)")
-    for component in ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod"):
-        spec = getattr(inv.stack, component)
-        loc = ("stack", component)
-        if spec.sha256 and not spec.url:
-            add((*loc, "sha256"), "given without url (the lockfile's checksum belongs to its URL)")
-        if spec.url and not spec.sha256:
-            add((*loc, "url"), "needs a sha256 beside it (downloads are always verified)")
-        if spec.url and spec.url.startswith(("/", "file://")):
-            local = Path(spec.url.removeprefix("file://"))
-            if not _is_file(local):
-                add((*loc, "url"), f"no such file: {local}")
-        if spec.url and (not spec.version or spec.version.endswith(".x")):
-            add((*loc, "version"), "give the exact version of the file at url")
-        elif not spec.url:
-            from mpicluster.cluster.lockfile import LockfileError, resolve
 
-            try:
-                resolve(component, spec.version, None, None)
-            except LockfileError as exc:
-                add((*loc, "version"), exc.reason)
-    problems.extend(_scheduler_problems(inv, doc))
-    return problems
+
+def _check_component_source(inv: Inventory, component: str, add: _Add) -> None:
+    """A component's url and sha256 come together, a local url exists, and the version fits."""
+    spec = getattr(inv.stack, component)
+    loc = ("stack", component)
+    if spec.sha256 and not spec.url:
+        add((*loc, "sha256"), "given without url (the lockfile's checksum belongs to its URL)")
+    if spec.url and not spec.sha256:
+        add((*loc, "url"), "needs a sha256 beside it (downloads are always verified)")
+    if spec.url and spec.url.startswith(("/", "file://")):
+        local = Path(spec.url.removeprefix("file://"))
+        if not _is_file(local):
+            add((*loc, "url"), f"no such file: {local}")
+    _check_component_version(component, spec, loc, add)
+
+
+def _check_component_version(component: str, spec: Source, loc: tuple, add: _Add) -> None:
+    """An own url needs an exact version; otherwise the lockfile must know the version."""
+    if spec.url and (not spec.version or spec.version.endswith(".x")):
+        add((*loc, "version"), "give the exact version of the file at url")
+    elif not spec.url:
+        from mpicluster.cluster.lockfile import LockfileError, resolve
+
+        try:
+            resolve(component, spec.version, None, None)
+        except LockfileError as exc:
+            add((*loc, "version"), exc.reason)
 
 
 def _scheduler_problems(inv: Inventory, doc: YamlDocument) -> list[Problem]:
@@ -638,10 +678,25 @@ def _scheduler_problems(inv: Inventory, doc: YamlDocument) -> list[Problem]:
     listed = ", ".join(n.name for n in inv.nodes)
     if inv.scheduler.controller and inv.scheduler.controller not in known:
         add(("scheduler", "controller"), f"{inv.scheduler.controller!r} is not a node ({listed})")
+    covered, defaults = _check_partitions(inv.scheduler.partitions, known, listed, add)
+    if len(defaults) > 1:
+        add(
+            ("scheduler", "partitions", defaults[1], "default"),
+            f"a second default partition (partitions[{defaults[0]}] is one); give one",
+        )
+    if inv.scheduler.partitions:
+        _check_partition_coverage(inv, covered, add)
+    return problems
+
+
+def _check_partitions(
+    partitions: list[Partition], known: set[str], listed: str, add: _Add
+) -> tuple[set[str], list[int]]:
+    """Duplicate partition names and unknown nodes; returns (nodes covered, default indexes)."""
     seen: dict[str, int] = {}
     covered: set[str] = set()
     defaults = []
-    for i, part in enumerate(inv.scheduler.partitions):
+    for i, part in enumerate(partitions):
         loc = ("scheduler", "partitions", i)
         if part.name.lower() in seen:
             first = seen[part.name.lower()]
@@ -653,20 +708,17 @@ def _scheduler_problems(inv: Inventory, doc: YamlDocument) -> list[Problem]:
         covered.update(part.nodes or known)
         if part.default:
             defaults.append(i)
-    if len(defaults) > 1:
-        add(
-            ("scheduler", "partitions", defaults[1], "default"),
-            f"a second default partition (partitions[{defaults[0]}] is one); give one",
-        )
-    if inv.scheduler.partitions:
-        for node in inv.nodes:
-            if node.name not in covered:
-                add(
-                    ("scheduler", "partitions"),
-                    f"node {node.name} is in no partition: Slurm would never run a job on it "
-                    "(add it to one, or leave partitions out for one of every node)",
-                )
-    return problems
+    return covered, defaults
+
+
+def _check_partition_coverage(inv: Inventory, covered: set[str], add: _Add) -> None:
+    for node in inv.nodes:
+        if node.name not in covered:
+            add(
+                ("scheduler", "partitions"),
+                f"node {node.name} is in no partition: Slurm would never run a job on it "
+                "(add it to one, or leave partitions out for one of every node)",
+            )
 
 
 def _is_file(path: Path) -> bool:

@@ -34,7 +34,9 @@ from typing import Any
 
 from mpicluster import remote
 from mpicluster.cluster.mpi_settings import mpirun_network_args
-from mpicluster.doctor.mpi_identity import mpi_name
+from mpicluster.cluster.mpirun import Mpirun
+from mpicluster.cluster.mpirun import hosts as hosts_arg
+from mpicluster.nodes.mpi_version import mpi_name
 
 ALONE_TIMEOUT = 15.0
 PAIR_TIMEOUT = 20.0
@@ -212,13 +214,6 @@ def major_version(facts: dict) -> int:
 FRESH_SSH = "-o ControlMaster=no -o ControlPath=none"
 
 
-def ssh_args(major: int) -> list[str]:
-    """Open MPI's option for the ssh its launcher runs (ORTE's plm_rsh, PRRTE's plm_ssh)."""
-    if major >= 5:
-        return ["--prtemca", "plm_ssh_args", FRESH_SSH]
-    return ["--mca", "plm_rsh_args", FRESH_SSH]
-
-
 def build_argv(
     mpirun: str,
     *,
@@ -235,26 +230,20 @@ def build_argv(
     """One launch's command: `hosts` None means `ranks` ranks on the head alone, else
     `per_node` ranks on each host; `require_mpi`: a rank without mpi4py fails (and
     mpirun ends the job at once)."""
+    command = Mpirun(mpirun, major, root)
     if hosts is None:
-        placement = ["--host", f"localhost:{ranks}", "-np", str(ranks)]
+        placement = hosts_arg({"localhost": ranks})
     else:
-        each = ",".join(f"{h}:{per_node}" for h in hosts)
-        placement = ["--host", each, "-np", str(per_node * len(hosts))]
-    return [
-        mpirun,
-        *placement,
-        *(["--allow-run-as-root"] if root else []),
-        *(ssh_args(major) if hosts is not None else []),
+        placement = hosts_arg(dict.fromkeys(hosts, per_node))
+    options = [
+        *(command.launcher_ssh(FRESH_SSH) if hosts is not None else []),
         # a hung rank busy-polls: yielding keeps it from starving the next launches
         # (and the user's jobs) on a node with few cores
         *["--mca", "mpi_yield_when_idle", "1"],
         *network_args,
-        python,
-        "-c",
-        PROGRAM,
-        str(int(timeout) + RANK_GRACE),
-        "mpi" if require_mpi else "any",
     ]
+    verdict = [str(int(timeout) + RANK_GRACE), "mpi" if require_mpi else "any"]
+    return command.argv(placement, options, [python, "-c", PROGRAM, *verdict])
 
 
 class Prover:

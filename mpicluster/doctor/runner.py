@@ -215,6 +215,24 @@ def _open(session: NodeSession, spec: dict, options: Options) -> None:
 
 
 def _exchange(found: Gathered, pool: ThreadPoolExecutor, budget: float) -> None:
+    messages = _peer_messages(found, budget)
+    list(pool.map(lambda source: _start(found, source, messages[source]), list(messages)))
+    list(pool.map(lambda source: _finish(found, source, budget), list(messages)))
+
+    # A pair that failed on its own (no pattern blames one node) on the network level
+    # gets a second try, now that every node is done: a lossy moment, or a node busy
+    # answering everyone, is not a broken pair. A pattern (every pair into a node
+    # failing: a firewall, a missing key) is not retried, so it costs no more time.
+    retries = {
+        source: _retry_message(messages[source]["peers"], ssh_targets, tcp_names)
+        for source, (ssh_targets, tcp_names) in retry_plan(found).items()
+    }
+    if retries:
+        list(pool.map(lambda source: _retry(found, source, retries[source], budget), list(retries)))
+
+
+def _peer_messages(found: Gathered, budget: float) -> dict[str, dict]:
+    """{source: the message telling its probe which peers to try over ssh and TCP}."""
     sessions = found.sessions
     options = found.options
     # A peer that answers nothing (no route, timeout) is left out: trying it from every
@@ -227,13 +245,7 @@ def _exchange(found: Gathered, pool: ThreadPoolExecutor, budget: float) -> None:
         ssh_targets = []
         if options.needs_mesh:
             ssh_targets = [t for t in found.plan[source] if t in reachable]
-        tcp_targets = []
-        if options.needs_ports:
-            for target in found.plan[source]:
-                facts = sessions[target].facts
-                address = found.mpi_address(target)
-                if facts and facts.get("port") and address:
-                    tcp_targets.append({"name": target, "address": address, "port": facts["port"]})
+        tcp_targets = _tcp_targets(found, source) if options.needs_ports else []
         messages[source] = {
             "peers": {
                 "ssh": ssh_targets,
@@ -245,67 +257,74 @@ def _exchange(found: Gathered, pool: ThreadPoolExecutor, budget: float) -> None:
                 "tcp_workers": TCP_WORKERS,
             }
         }
+    return messages
 
-    def start(source: str) -> None:
-        session = sessions[source]
-        try:
-            sent = time.time()
-            session.send(messages[source])
-            clock = session.receive(time.monotonic() + min(10, options.timeout + 5))
-            back = time.time()
-            found.clocks[source] = Clock(clock["time"] - (sent + back) / 2, (back - sent) / 2)
-        except (ProbeError, KeyError, TypeError) as exc:
-            found.exchange_errors[source] = str(exc)
 
-    def finish(source: str, kind: str = "pairs") -> None:
-        if source in found.exchange_errors:
-            return
-        try:
-            result = sessions[source].receive(time.monotonic() + budget + 15)
-            if result.get("kind") != kind:
-                raise ProbeError(f"unexpected answer {result.get('kind')!r}")
-        except ProbeError as exc:
-            found.exchange_errors[source] = str(exc)
-            return
-        for item in result.get("ssh", []):
-            _record(found.ssh_pairs, (source, item["peer"]), item)
-        for item in result.get("tcp", []):
-            _record(found.tcp_pairs, (source, item["peer"]), item)
-        for peer in result.get("not_run", []):
-            found.not_run.add((source, peer))
-        for peer in result.get("tcp_not_run", []):
-            found.tcp_not_run.add((source, peer))
+def _tcp_targets(found: Gathered, source: str) -> list[dict]:
+    """The listeners of `source`'s planned peers: those whose probe listens, at an address."""
+    targets = []
+    for target in found.plan[source]:
+        facts = found.sessions[target].facts
+        address = found.mpi_address(target)
+        if facts and facts.get("port") and address:
+            targets.append({"name": target, "address": address, "port": facts["port"]})
+    return targets
 
-    list(pool.map(start, list(messages)))
-    list(pool.map(finish, list(messages)))
 
-    # A pair that failed on its own (no pattern blames one node) on the network level
-    # gets a second try, now that every node is done: a lossy moment, or a node busy
-    # answering everyone, is not a broken pair. A pattern (every pair into a node
-    # failing: a firewall, a missing key) is not retried, so it costs no more time.
-    retries = retry_plan(found)
-    for source, (ssh_targets, tcp_names) in retries.items():
-        peers = messages[source]["peers"]
-        messages[source] = {
-            "retry": {
-                **peers,
-                "ssh": ssh_targets,
-                "tcp": [t for t in peers["tcp"] if t["name"] in tcp_names],
-                "ssh_workers": RETRY_WORKERS,
-                "tcp_workers": RETRY_WORKERS,
-            }
+def _start(found: Gathered, source: str, message: dict) -> None:
+    """Send `source` its peers; its first answer, its clock, gives the node's skew."""
+    session = found.sessions[source]
+    try:
+        sent = time.time()
+        session.send(message)
+        clock = session.receive(time.monotonic() + min(10, found.options.timeout + 5))
+        back = time.time()
+        found.clocks[source] = Clock(clock["time"] - (sent + back) / 2, (back - sent) / 2)
+    except (ProbeError, KeyError, TypeError) as exc:
+        found.exchange_errors[source] = str(exc)
+
+
+def _finish(found: Gathered, source: str, budget: float, kind: str = "pairs") -> None:
+    """Receive `source`'s pair results (ssh, TCP, and the pairs it ran out of time for)."""
+    if source in found.exchange_errors:
+        return
+    try:
+        result = found.sessions[source].receive(time.monotonic() + budget + 15)
+        if result.get("kind") != kind:
+            raise ProbeError(f"unexpected answer {result.get('kind')!r}")
+    except ProbeError as exc:
+        found.exchange_errors[source] = str(exc)
+        return
+    for item in result.get("ssh", []):
+        _record(found.ssh_pairs, (source, item["peer"]), item)
+    for item in result.get("tcp", []):
+        _record(found.tcp_pairs, (source, item["peer"]), item)
+    for peer in result.get("not_run", []):
+        found.not_run.add((source, peer))
+    for peer in result.get("tcp_not_run", []):
+        found.tcp_not_run.add((source, peer))
+
+
+def _retry_message(peers: dict, ssh_targets: list[str], tcp_names: set[str]) -> dict:
+    """The first message's peers cut down to the pairs worth a second try, all at once."""
+    return {
+        "retry": {
+            **peers,
+            "ssh": ssh_targets,
+            "tcp": [t for t in peers["tcp"] if t["name"] in tcp_names],
+            "ssh_workers": RETRY_WORKERS,
+            "tcp_workers": RETRY_WORKERS,
         }
+    }
 
-    def retry(source: str) -> None:
-        try:
-            sessions[source].send(messages[source])
-        except ProbeError as exc:
-            found.exchange_errors[source] = str(exc)
-            return
-        finish(source, "retried")
 
-    if retries:
-        list(pool.map(retry, list(retries)))
+def _retry(found: Gathered, source: str, message: dict, budget: float) -> None:
+    try:
+        found.sessions[source].send(message)
+    except ProbeError as exc:
+        found.exchange_errors[source] = str(exc)
+        return
+    _finish(found, source, budget, "retried")
 
 
 def _record(pairs: dict, key: tuple[str, str], item: dict) -> None:

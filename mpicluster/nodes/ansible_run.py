@@ -25,6 +25,7 @@ import yaml
 
 from mpicluster import exitcodes, remote
 from mpicluster.cluster.inventory import Inventory
+from mpicluster.nodes import host_keys
 from mpicluster.util.files import write_atomic
 from mpicluster.util.paths import data_path
 from mpicluster.util.text import last_line, lines_of
@@ -127,13 +128,13 @@ class PlaybookResult:
 
 def ssh_args(inventory: Inventory) -> str:
     """OpenSSH options for the control connection: host keys always checked."""
-    checking = "accept-new" if inventory.ssh.accept_new_host_keys else "yes"
-    known = inventory.known_hosts_path()
+    policy = host_keys.openssh_options(
+        inventory.known_hosts_path(), inventory.ssh.accept_new_host_keys
+    )
     args = [
         "-o ControlMaster=auto",
         "-o ControlPersist=60s",
-        f"-o StrictHostKeyChecking={checking}",
-        f"-o UserKnownHostsFile={shlex.quote(str(known))}",
+        *(f"-o {shlex.quote(option)}" for option in policy),
         "-o BatchMode=yes",
         "-o ServerAliveInterval=15",
         f"-o ConnectTimeout={inventory.ssh.connect_timeout}",

@@ -21,21 +21,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import paramiko
 from fabric import Config, Connection
 from paramiko.config import SSHConfig
 
 from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.nodes import host_keys
+from mpicluster.nodes.host_keys import UnknownHostKey
 
 DEFAULT_WORKERS = 64
-_known_hosts_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -61,31 +60,6 @@ class RemoteResult:
 def fingerprint(key: paramiko.PKey) -> str:
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
-    """Record an unknown host key in the known_hosts file (accept-new, opted into)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def missing_host_key(self, client, hostname, key):
-        with _known_hosts_lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-
-
-class _RejectUnknown(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client, hostname, key):
-        raise UnknownHostKey(hostname, key)
-
-
-class UnknownHostKey(paramiko.SSHException):
-    def __init__(self, hostname: str, key: paramiko.PKey):
-        super().__init__(hostname)
-        self.hostname = hostname
-        self.key = key
 
 
 def _config() -> Config:
@@ -125,13 +99,7 @@ def connection(ssh: ResolvedSsh, timeout: float | None = None) -> Connection:
         forward_agent=False,
         connect_kwargs=connect_kwargs,
     )
-    client = conn.client
-    if ssh.accept_new_host_keys:
-        client.set_missing_host_key_policy(_AcceptNewPolicy(ssh.known_hosts))
-    else:
-        client.set_missing_host_key_policy(_RejectUnknown())
-    if ssh.known_hosts.exists():
-        client.load_host_keys(str(ssh.known_hosts))
+    host_keys.check(conn.client, ssh)
     return conn
 
 

@@ -84,39 +84,58 @@ def sshd_settings():
     the first Match block (what applies to every login); "match": whether one exists."""
     found = {}
     state = {"match": False, "unreadable": []}
-
-    def read(path, depth):
-        text = read_text(path)
-        if text is None:
-            state["unreadable"].append(path)
-            return
-        for number, raw in enumerate(text.splitlines(), 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            parts = line.replace("=", " ", 1).split(None, 1)
-            keyword = parts[0].lower()
-            value = parts[1].strip() if len(parts) > 1 else ""
-            if keyword == "match":
-                state["match"] = True
-                return
-            if keyword == "include" and depth < 4:
-                for pattern in value.split():
-                    if not pattern.startswith("/"):
-                        pattern = "/etc/ssh/" + pattern
-                    for included in sorted(glob.glob(pattern)):
-                        read(included, depth + 1)
-                        if state["match"]:
-                            return
-                continue
-            if keyword in SSHD_KEYWORDS:
-                where = "%s:%d" % (path, number)
-                entries = found.setdefault(keyword, [])
-                if keyword in SSHD_LISTS or not entries:  # first value wins, lists add up
-                    entries.append([value, where])
-
-    read(SSHD_CONFIG, 0)
+    read_sshd_config(SSHD_CONFIG, 0, found, state)
     return {"settings": found, "match": state["match"], "unreadable": state["unreadable"]}
+
+
+def read_sshd_config(path, depth, found, state):
+    """Add one sshd config file's settings to found, following its Includes (4 deep),
+    and stop at the first Match block (state["match"] then says so)."""
+    text = read_text(path)
+    if text is None:
+        state["unreadable"].append(path)
+        return
+    for number, raw in enumerate(text.splitlines(), 1):
+        keyword, value = sshd_line(raw)
+        if not keyword:
+            continue
+        if keyword == "match":
+            state["match"] = True
+            return
+        if keyword == "include" and depth < 4:
+            for included in sshd_included(value):
+                read_sshd_config(included, depth + 1, found, state)
+                if state["match"]:
+                    return
+            continue
+        if keyword in SSHD_KEYWORDS:
+            keep_sshd_setting(found, keyword, value, "%s:%d" % (path, number))
+
+
+def sshd_line(raw):
+    """(keyword in lower case, value) of one sshd_config line; ("", "") for a blank or
+    comment line."""
+    line = raw.split("#", 1)[0].strip()
+    if not line:
+        return "", ""
+    parts = line.replace("=", " ", 1).split(None, 1)
+    return parts[0].lower(), parts[1].strip() if len(parts) > 1 else ""
+
+
+def sshd_included(value):
+    """The files an Include line names, in order (relative patterns are under /etc/ssh)."""
+    for pattern in value.split():
+        if not pattern.startswith("/"):
+            pattern = "/etc/ssh/" + pattern
+        for included in sorted(glob.glob(pattern)):
+            yield included
+
+
+def keep_sshd_setting(found, keyword, value, where):
+    """The first value of a keyword wins; the allow/deny lists add up."""
+    entries = found.setdefault(keyword, [])
+    if keyword in SSHD_LISTS or not entries:
+        entries.append([value, where])
 
 
 def login(cluster):

@@ -3,6 +3,8 @@
 The core never prints: it returns results (each with `to_dict()`) and reports progress
 through callbacks. The CLI hands a result to `show`, which prints either the JSON of
 its `to_dict()` or its table, one module per command family (up, doctor, local, stack).
+`mpicluster run` calls render/run.py's own functions instead: a job's lines are shown as
+they come, its hang reports while it runs, and its JSON carries the sync's result too.
 """
 
 from __future__ import annotations

@@ -26,9 +26,26 @@ class LinePrinter:
         out.flush()
 
 
+def show_job(
+    display: Display,
+    result: JobResult,
+    synced: SyncResult | None = None,
+    *,
+    as_json: bool = False,
+    dry_run: bool = False,
+) -> None:
+    """How the job ended (`show_result`), or with `dry_run` the command line it would run
+    on the head (as text, --json or not)."""
+    if dry_run:
+        display.text(result.command + "\n")
+        return
+    show_result(display, result, synced, as_json=as_json)
+
+
 def show_result(
     display: Display, result: JobResult, synced: SyncResult | None = None, *, as_json: bool = False
 ) -> None:
+    """How the job ended, as JSON (its result and the sync's) or in a line or two."""
     if as_json:
         display.json(result.to_dict() | {"sync": synced.to_dict() if synced else None})
         return
@@ -60,7 +77,15 @@ def _ranks(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def show_hang(display: Display, report: HangReport, quiet: float | None) -> None:
+def show_inspect(display: Display, report: HangReport, *, as_json: bool = False) -> None:
+    """`--inspect`: where the running jobs' ranks are, as JSON or grouped (`show_hang`)."""
+    if as_json:
+        display.json(report.to_dict())
+        return
+    show_hang(display, report)
+
+
+def show_hang(display: Display, report: HangReport, quiet: float | None = None) -> None:
     """Where every rank is, grouped; the ranks that are not where most are, named."""
     head = f"no output for {quiet:.0f} s: " if quiet else ""
     if not report.ranks:

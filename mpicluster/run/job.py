@@ -29,7 +29,7 @@ from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster import layout
 from mpicluster.cluster.inventory import Inventory, Node
 from mpicluster.errors import MpiclusterError
-from mpicluster.nodes import transport
+from mpicluster.nodes import mpi_version, transport
 from mpicluster.run import launch, sync
 from mpicluster.run.hang_report import HangReport
 from mpicluster.run.launch import HeadFacts, Launch, RunOptions
@@ -129,15 +129,13 @@ def parse_head_facts(text: str) -> HeadFacts:
             f"the head node has no hostfile at {layout.HOSTFILE}",
             hint="run `mpicluster up INVENTORY` first",
         )
-    version = re.search(r"\(Open MPI\)\s*(\d+)\.|Open MPI\D*(\d+)\.", parts[1])
-    if not version:
-        first = parts[1].strip().splitlines()[0] if parts[1].strip() else "no output"
+    version = mpi_version.parse(parts[1])
+    if not version.is_open_mpi or version.major is None:
         raise MpiclusterError(
-            f"the head node's mpirun is not Open MPI ({first[:80]})",
+            f"the head node's mpirun is not Open MPI ({version.first_line[:80] or 'no output'})",
             hint="run `mpicluster doctor INVENTORY`",
         )
-    major = int(version.group(1) or version.group(2))
-    return HeadFacts(slots, major, int(parts[2].strip() or 0), parts[3].strip())
+    return HeadFacts(slots, version.major, int(parts[2].strip() or 0), parts[3].strip())
 
 
 def remote_command(plan: Launch, cwd: str | None, job_id: str = "", head: str = "") -> str:
@@ -293,45 +291,92 @@ def _stream(
     streams = _Streams(
         on_line, plan.node_of, " " if plan.mpi_major >= 5 else "", slurm=plan.via == "slurm"
     )
-    stopped, stop_deadline = False, None
-    hung, report, quiet_since = False, None, time.monotonic()
+    watch = _Watch(channel, streams, hang, job_id)
     while True:
         try:
-            if channel.recv_ready():
-                streams.feed("stdout", channel.recv(65536))
-                quiet_since = time.monotonic()
-            elif channel.recv_stderr_ready():
-                streams.feed("stderr", channel.recv_stderr(65536))
-                quiet_since = time.monotonic()
-            elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
+            if not watch.step():
                 break
-            elif stop_deadline and time.monotonic() > stop_deadline:
-                channel.close()  # the launcher sees its stdin end and kills the job
-                break
-            elif hang and not stop_deadline and time.monotonic() - quiet_since > hang.timeout:
-                report = hang.inspect(job_id)
-                hang.on_report(report)
-                quiet_since = time.monotonic()  # keep: report again after another quiet spell
-                if hang.stop:
-                    hung, stop_deadline = True, time.monotonic() + STOP_WAIT
-                    channel.sendall(b"stop\n")
-            else:
-                channel.status_event.wait(0.02)
         except KeyboardInterrupt:
-            if stopped:  # a second Ctrl-C: stop waiting
-                channel.close()
+            if not watch.interrupt():
                 break
-            stopped, stop_deadline = True, time.monotonic() + STOP_WAIT
-            channel.sendall(b"stop\n")
     streams.flush()
+    return _outcome(watch, plan, started)
+
+
+@dataclass
+class _Watch:
+    """One running job's channel: its output relayed, a stop asked (Ctrl-C, a hang)."""
+
+    channel: paramiko.Channel
+    streams: _Streams
+    hang: HangWatch | None
+    job_id: str
+    stopped: bool = False
+    hung: bool = False
+    stop_deadline: float | None = None
+    report: HangReport | None = None
+    quiet_since: float = field(default_factory=time.monotonic)
+
+    def step(self) -> bool:
+        """Relay what arrived, or wait a moment; False once the job has ended."""
+        channel = self.channel
+        if channel.recv_ready():
+            self.streams.feed("stdout", channel.recv(65536))
+            self.quiet_since = time.monotonic()
+        elif channel.recv_stderr_ready():
+            self.streams.feed("stderr", channel.recv_stderr(65536))
+            self.quiet_since = time.monotonic()
+        elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
+            return False
+        elif self.stop_deadline and time.monotonic() > self.stop_deadline:
+            channel.close()  # the launcher sees its stdin end and kills the job
+            return False
+        elif self._quiet_too_long():
+            self._report_hang()
+        else:
+            channel.status_event.wait(0.02)
+        return True
+
+    def _quiet_too_long(self) -> bool:
+        return bool(
+            self.hang
+            and not self.stop_deadline
+            and time.monotonic() - self.quiet_since > self.hang.timeout
+        )
+
+    def _report_hang(self) -> None:
+        hang = self.hang
+        if hang is None:
+            return
+        self.report = hang.inspect(self.job_id)
+        hang.on_report(self.report)
+        self.quiet_since = time.monotonic()  # keep: report again after another quiet spell
+        if hang.stop:
+            self.hung, self.stop_deadline = True, time.monotonic() + STOP_WAIT
+            self.channel.sendall(b"stop\n")
+
+    def interrupt(self) -> bool:
+        """Ctrl-C: ask the job to stop; a second one stops waiting (False)."""
+        if self.stopped:
+            self.channel.close()
+            return False
+        self.stopped, self.stop_deadline = True, time.monotonic() + STOP_WAIT
+        self.channel.sendall(b"stop\n")
+        return True
+
+
+def _outcome(watch: _Watch, plan: Launch, started: float) -> JobResult:
+    """The job's result: its exit code (130 stopped, HUNG stopped as hung) and, when a
+    rank failed, which one and its last lines."""
+    channel, streams = watch.channel, watch.streams
     code = channel.recv_exit_status() if channel.exit_status_ready() else 130
-    if hung:
+    if watch.hung:
         code = HUNG
-    elif stopped:
+    elif watch.stopped:
         code = 130
-    result = JobResult(code, plan.command(), plan.ranks, time.monotonic() - started, stopped)
-    result.hang = report
-    if code != 0 and not stopped and not hung:
+    result = JobResult(code, plan.command(), plan.ranks, time.monotonic() - started, watch.stopped)
+    result.hang = watch.report
+    if code != 0 and not watch.stopped and not watch.hung:
         rank = failed_rank(streams.untagged)
         if rank is None and streams.raised:
             rank = streams.raised[0]

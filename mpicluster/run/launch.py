@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mpicluster.cluster import mpirun
 from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.errors import UsageError
 
 Launcher = Literal["mpirun", "torchrun"]
@@ -284,25 +286,22 @@ def build(
         # Slurm numbers the ranks in its own node order (slurm.conf's: the inventory's)
         order = [n.name for n in inventory.nodes]
         return _srun(options, head, env, {h: where[h] for h in order if h in where})
-    hosts = ",".join(f"{name}:{count}" for name, count in where.items())
     ranks = sum(where.values())
-    argv = ["mpirun", "--host", hosts, "-np", str(ranks)]
+    command = Mpirun("mpirun", head.mpi_major, root=head.user == "root")
     default_map = "ppr:1:node" if options.launcher == "torchrun" else "slot"
-    argv += ["--map-by", options.map_by or default_map]
-    if head.user == "root":
-        argv.append("--allow-run-as-root")
-    argv += ["--output", "tag"] if head.mpi_major >= 5 else ["--tag-output"]
+    hosts = [*mpirun.hosts(where), "--map-by", options.map_by or default_map]
     rendezvous(options, head, env, where)
-    for name in env:
-        argv += ["-x", name]
+    tagged = [*command.tag_output(), *mpirun.exports(env)]
     if options.launcher == "torchrun":
         # one torchrun per node; its node rank is its MPI rank, known only on the node
-        argv += torchrun_per_node(options, head, env, where, "$OMPI_COMM_WORLD_RANK")
-        return Launch(argv, env, where, ranks, head.mpi_major)
-    if options.torch:
+        program = torchrun_per_node(options, head, env, where, "$OMPI_COMM_WORLD_RANK")
+    elif options.torch:
         env["MPICLUSTER_RANKS_PER_NODE"] = " ".join(str(c) for c in where.values())
-        argv += ["-x", "MPICLUSTER_RANKS_PER_NODE", "sh", "-c", TORCH_WRAPPER, "sh"]
-    return Launch([*argv, *program_argv(options)], env, where, ranks, head.mpi_major)
+        tagged += mpirun.exports(["MPICLUSTER_RANKS_PER_NODE"])
+        program = ["sh", "-c", TORCH_WRAPPER, "sh", *program_argv(options)]
+    else:
+        program = program_argv(options)
+    return Launch(command.argv(hosts, tagged, program), env, where, ranks, head.mpi_major)
 
 
 def rendezvous(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
 from mpicluster.errors import MpiclusterError, ToolMissingError, UsageError
-from mpicluster.nodes import transport
+from mpicluster.nodes import host_keys, transport
 from mpicluster.util.text import telling_line
 
 IGNORE_FILE = ".mpiclusterignore"
@@ -55,10 +55,11 @@ def ssh_argv(ssh: ResolvedSsh) -> list[str]:
         "ssh",
         "-o",
         "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=" + ("accept-new" if ssh.accept_new_host_keys else "yes"),
-        "-o",
-        f"UserKnownHostsFile={ssh.known_hosts}",
+        *(
+            word
+            for option in host_keys.openssh_options(ssh.known_hosts, ssh.accept_new_host_keys)
+            for word in ("-o", option)
+        ),
         "-o",
         f"ConnectTimeout={int(ssh.connect_timeout)}",
         "-p",

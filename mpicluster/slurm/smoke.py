@@ -82,7 +82,7 @@ def run_slurm_smoke(inventory: Inventory, on_progress=None) -> SlurmSmoke:
         ("pmix", "srun --mpi=pmix: the mpi4py allreduce as one world", pmix_step),
         ("sbatch", "sbatch: the same allreduce as a batch job", sbatch_step),
     ]
-    if gpu_nodes(inventory):
+    if inventory.gpu_nodes:
         steps.append(("gpu", "srun --gres=gpu:1 nvidia-smi -L", gpu_step))
     for name, what, run in steps:
         progress(f"Slurm smoke test: {what}")
@@ -93,12 +93,6 @@ def run_slurm_smoke(inventory: Inventory, on_progress=None) -> SlurmSmoke:
         if not step.ok:
             break  # each step needs the ones before it
     return report
-
-
-def gpu_nodes(inventory: Inventory) -> list[Node]:
-    if not inventory.stack.gpus_present:
-        return []
-    return [node for node in inventory.nodes if node.gpus]
 
 
 def _ctl(inventory: Inventory, controller: Node, command: str, timeout: float = STEP_TIMEOUT):
@@ -399,7 +393,7 @@ def _field(text: str, name: str) -> str:
 
 
 def gpu_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    nodes = gpu_nodes(inventory)
+    nodes = inventory.gpu_nodes
     names = ",".join(n.name for n in nodes)
     command = f"srun -w {names} -N{len(nodes)} --ntasks-per-node=1 --gres=gpu:1 -t 2 nvidia-smi -L"
     result = _ctl(inventory, controller, command)

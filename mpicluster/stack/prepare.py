@@ -169,15 +169,39 @@ def _group_spec(
     files: dict[str, Path],
     house: wheels.Wheelhouse,
 ) -> dict[str, Any]:
-    stack = inventory.stack
-    platform = group.platform
     stack_dir = Layout.of(inventory).stack_dir(group.fingerprint)
-    cuda_home = stack.cuda_home if platform.cuda else None
+    cuda_home = inventory.stack.cuda_home if group.platform.cuda else None
     by_name = {s.component: s for s in sources.built_on(needed, cuda_home)}
-    cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
-    # the CUDA that Open MPI (and UCX beside it) are built against; None: no CUDA
-    mpi_cuda_home = cuda_home if cuda_aware else None
     spec: dict[str, Any] = {
+        **_delivery_spec(group, files, house, by_name),
+        **_mpi_spec(inventory, group, by_name, stack_dir, cuda_home),
+        "build_requirements": list(wheels.BUILD_REQUIREMENTS),
+        "tools": list(wheels.TOOLS),
+        **_nccl_spec(inventory, group, by_name, cuda_home),
+        "horovod": None,
+        "record": {
+            "fingerprint": group.fingerprint,
+            "inputs": group.document,
+            "versions": {name: source.version for name, source in by_name.items()},
+            "mpicluster": __version__,
+        },
+    }
+    torch = torch_spec(inventory, house, spec["nccl"] is not None, by_name.get("nccl"))
+    spec["pytorch"] = torch
+    if torch:
+        spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)
+        spec["record"]["pytorch"] = {"cuda": torch["cuda"], "nccl": torch["nccl"]}
+    if inventory.stack.horovod.enabled:
+        spec["horovod"] = _horovod_spec(group, spec["nccl"], torch, cuda_home, stack_dir)
+    return spec
+
+
+def _delivery_spec(
+    group: Group, files: dict[str, Path], house: wheels.Wheelhouse, by_name: dict[str, Source]
+) -> dict[str, Any]:
+    """Where the group's pack goes and what it is made from: artifact, builder, relay,
+    wheelhouse and the cached source files."""
+    return {
         "artifact": str(group.artifact),
         "builder": group.builder,  # None: installed from the artifact cache
         # how the pack reaches the nodes that install it (None: no node does); the
@@ -188,6 +212,22 @@ def _group_spec(
             name: {"path": str(files[name]), "filename": source.filename, "version": source.version}
             for name, source in by_name.items()
         },
+    }
+
+
+def _mpi_spec(
+    inventory: Inventory,
+    group: Group,
+    by_name: dict[str, Source],
+    stack_dir: str,
+    cuda_home: str | None,
+) -> dict[str, Any]:
+    """How Open MPI (and UCX beside it) are configured, and with which CUDA, if any."""
+    stack = inventory.stack
+    cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
+    # the CUDA that Open MPI (and UCX beside it) are built against; None: no CUDA
+    mpi_cuda_home = cuda_home if cuda_aware else None
+    return {
         "openmpi_configure_args": recipe.openmpi_configure_args(
             by_name["openmpi"],
             stack_dir,
@@ -197,66 +237,69 @@ def _group_spec(
             ucx="ucx" in by_name,
         ),
         "prte_defaults": recipe.prte_defaults(by_name["openmpi"]),
-        "ucx": (
-            {
-                "version": by_name["ucx"].version,
-                "configure_args": recipe.ucx_configure_args(stack_dir, mpi_cuda_home),
-                "cuda": (
-                    recipe.ucx_cuda(mpi_cuda_home, gpus_present=stack.gpus_present)
-                    if mpi_cuda_home
-                    else None
-                ),
-                "subdirs": list(recipe.UCX_SUBDIRS),
-            }
-            if "ucx" in by_name
-            else None
-        ),
+        "ucx": _ucx_spec(by_name, stack_dir, mpi_cuda_home, gpus_present=stack.gpus_present),
         "cuda_aware": cuda_aware,
         "openmpi_cuda": (
             recipe.openmpi_cuda(by_name["openmpi"], mpi_cuda_home, gpus_present=stack.gpus_present)
             if mpi_cuda_home
             else None
         ),
-        "build_requirements": list(wheels.BUILD_REQUIREMENTS),
-        "tools": list(wheels.TOOLS),
-        "nccl": None,
-        "nccl_tests": None,
-        "horovod": None,
-        "record": {
-            "fingerprint": group.fingerprint,
-            "inputs": group.document,
-            "versions": {name: source.version for name, source in by_name.items()},
-            "mpicluster": __version__,
-        },
     }
-    if "nccl" in by_name:  # built only where there is CUDA
+
+
+def _ucx_spec(
+    by_name: dict[str, Source], stack_dir: str, mpi_cuda_home: str | None, *, gpus_present: bool
+) -> dict[str, Any] | None:
+    """UCX's build, None where the stack has no UCX."""
+    if "ucx" not in by_name:
+        return None
+    return {
+        "version": by_name["ucx"].version,
+        "configure_args": recipe.ucx_configure_args(stack_dir, mpi_cuda_home),
+        "cuda": (
+            recipe.ucx_cuda(mpi_cuda_home, gpus_present=gpus_present) if mpi_cuda_home else None
+        ),
+        "subdirs": list(recipe.UCX_SUBDIRS),
+    }
+
+
+def _nccl_spec(
+    inventory: Inventory, group: Group, by_name: dict[str, Source], cuda_home: str | None
+) -> dict[str, Any]:
+    """The "nccl" and "nccl_tests" entries: built only where there is CUDA (else None)."""
+    spec: dict[str, Any] = {"nccl": None, "nccl_tests": None}
+    if "nccl" in by_name:
+        archs = group.platform.gpu_archs
         spec["nccl"] = {
-            "archs": list(platform.gpu_archs),
+            "archs": list(archs),
             "cuda_home": cuda_home,
-            "gencode": recipe.nvcc_gencode(platform.gpu_archs),
-            "only_funcs": stack.nccl.only_funcs or "",
+            "gencode": recipe.nvcc_gencode(archs),
+            "only_funcs": inventory.stack.nccl.only_funcs or "",
         }
         if "nccl_tests" in by_name:
             spec["nccl_tests"] = {"binaries": list(recipe.NCCL_TESTS)}
-    torch = torch_spec(inventory, house, spec["nccl"] is not None, by_name.get("nccl"))
-    spec["pytorch"] = torch
-    if torch:
-        spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)
-        spec["record"]["pytorch"] = {"cuda": torch["cuda"], "nccl": torch["nccl"]}
-    if stack.horovod.enabled:
-        # GPU operations need the stack's NCCL and a CUDA build of PyTorch
-        gpu_operations = bool(spec["nccl"]) and bool(torch and torch["cuda"])
-        spec["horovod"] = {
-            "requirements": list(wheels.HOROVOD_REQUIREMENTS),
-            "env": recipe.horovod_env(
-                cuda_home=cuda_home if gpu_operations else None,
-                nccl_home=stack_dir if gpu_operations else None,
-                cuda_archs=platform.gpu_archs,
-            ),
-            "gpu_operations": gpu_operations,
-            "cxx17_files": HOROVOD_CXX14_FILES,
-        }
     return spec
+
+
+def _horovod_spec(
+    group: Group,
+    nccl: dict[str, Any] | None,
+    torch: dict[str, Any] | None,
+    cuda_home: str | None,
+    stack_dir: str,
+) -> dict[str, Any]:
+    """Horovod's build; GPU operations need the stack's NCCL and a CUDA build of PyTorch."""
+    gpu_operations = bool(nccl) and bool(torch and torch["cuda"])
+    return {
+        "requirements": list(wheels.HOROVOD_REQUIREMENTS),
+        "env": recipe.horovod_env(
+            cuda_home=cuda_home if gpu_operations else None,
+            nccl_home=stack_dir if gpu_operations else None,
+            cuda_archs=group.platform.gpu_archs,
+        ),
+        "gpu_operations": gpu_operations,
+        "cxx17_files": HOROVOD_CXX14_FILES,
+    }
 
 
 def torch_spec(

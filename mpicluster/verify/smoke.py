@@ -25,11 +25,12 @@ from typing import Any
 
 from mpicluster import remote
 from mpicluster.cluster import hostfiles as hostfile
-from mpicluster.cluster import layout
+from mpicluster.cluster import layout, mpirun
 from mpicluster.cluster.inventory import Inventory, Node
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.mpi_settings import mpirun_network_args
-from mpicluster.nodes import pairs, ssh_failures, transport
+from mpicluster.cluster.mpirun import Mpirun
+from mpicluster.nodes import mpi_version, pairs, ssh_failures, transport
 from mpicluster.slurm import SlurmSmoke, run_slurm_smoke
 from mpicluster.util.text import last_line
 from mpicluster.verify import nccl_tests
@@ -327,21 +328,17 @@ PROGRAM = {"mpi4py": "allreduce.py", "horovod": "hvd_allreduce.py", "torch": "to
 SIZES = {"mpi4py": ALLREDUCE_SIZES, "horovod": [1, 1024, 1048576], "torch": GPU_SIZES}
 
 
-def gpu_nodes(inventory: Inventory) -> list[Node]:
-    return [n for n in inventory.nodes if n.gpus]
-
-
 def gpu_placement(inventory: Inventory) -> list[str]:
     """One rank per GPU. The hostfile's slots are each node's GPUs unless the inventory
     sets slots (or lists nodes without GPUs): then the GPU nodes are named instead."""
     if all(n.gpus and n.slots in (None, n.gpus) for n in inventory.nodes):
-        hosts = ["--hostfile", layout.HOSTFILE]
+        hosts = ["--hostfile", layout.HOSTFILE, "-np", str(inventory.total_gpus)]
     else:
-        hosts = ["--host", ",".join(f"{n.name}:{n.gpus}" for n in gpu_nodes(inventory))]
-    return [*hosts, "-np", str(inventory.total_gpus), "--map-by", "slot"]
+        hosts = mpirun.hosts({n.name: n.gpus for n in inventory.gpu_nodes})
+    return [*hosts, "--map-by", "slot"]
 
 
-def program_argv(inventory: Inventory, lay: Layout, kind: str) -> list[str]:
+def smoke_program(inventory: Inventory, lay: Layout, kind: str) -> list[str]:
     """What each rank runs."""
     if kind == "nccl-tests":
         return [f"{lay.mpi_bin}/all_reduce_perf", *nccl_tests.ALL_REDUCE_ARGS]
@@ -349,7 +346,7 @@ def program_argv(inventory: Inventory, lay: Layout, kind: str) -> list[str]:
         return [lay.cuda_allreduce, *map(str, GPU_SIZES)]
     program = [lay.python, f"{layout.SMOKE_DIR}/{PROGRAM[kind]}"]
     if kind == "torch":  # rank 0 runs on the first GPU node, where the rendezvous is
-        program += [gpu_nodes(inventory)[0].host, str(TORCH_MASTER_PORT)]
+        program += [inventory.gpu_nodes[0].host, str(TORCH_MASTER_PORT)]
     return [*program, *map(str, SIZES[kind])]
 
 
@@ -386,8 +383,7 @@ def cpu_placement(inventory: Inventory, slots: dict[str, int] | None = None) -> 
         n.name: min(found.get(n.name) or n.slots or n.gpus or 1, RANKS_PER_NODE)
         for n in inventory.nodes
     }
-    hosts = ",".join(f"{name}:{count}" for name, count in per_node.items())
-    return ["--host", hosts, "-np", str(sum(per_node.values()))]
+    return mpirun.hosts(per_node)
 
 
 def mpirun_command(
@@ -399,17 +395,13 @@ def mpirun_command(
     slots: dict[str, int] | None = None,
 ) -> str:
     placement = gpu_placement(inventory) if kind in GPU_KINDS else cpu_placement(inventory, slots)
-    parts = [f"{lay.mpi_bin}/mpirun", *placement]
-    if user == "root":
-        parts.append("--allow-run-as-root")
-    parts += mpirun_network_args(inventory.network, major)
+    options = mpirun_network_args(inventory.network, major)
     if kind in PML_REPORTED:
-        parts += PML_VERBOSE
+        options += PML_VERBOSE
     if kind == "nccl-tests":
-        for setting in nccl_tests.DEBUG_ENV:
-            parts += ["-x", setting]
-    parts += program_argv(inventory, lay, kind)
-    return " ".join(shlex.quote(p) for p in parts)
+        options += mpirun.exports(nccl_tests.DEBUG_ENV)
+    command = Mpirun(f"{lay.mpi_bin}/mpirun", major, root=user == "root")
+    return shlex.join(command.argv(placement, options, smoke_program(inventory, lay, kind)))
 
 
 SLOTS_MARK = "@@slots"
@@ -435,8 +427,16 @@ def run_allreduce(
             problem="`mpirun --version` failed on the head",
             cause=version.error or last_line(version.stdout + version.stderr),
         )
-    match = re.search(r"(\d+)\.(\d+)", version.stdout)
-    major = int(match.group(1)) if match else 4
+    mpi = mpi_version.parse(version.stdout.partition(SLOTS_MARK)[0])
+    if not mpi.is_open_mpi or mpi.major is None:
+        return AllreduceResult(
+            False,
+            head.name,
+            kind,
+            problem="the head's mpirun is not Open MPI",
+            cause=f"`mpirun --version` said: {mpi.first_line or 'nothing'}",
+        )
+    major = mpi.major
     slots = hostfile.parse(version.stdout.partition(SLOTS_MARK)[2])
     command = mpirun_command(inventory, lay, major, user, kind, slots)
     started = time.monotonic()
@@ -464,7 +464,7 @@ def run_allreduce(
         base.problem = f"mpirun hung for {timeout:.0f} s"
         base.cause = HUNG_CAUSE["gpu" if kind in GPU_KINDS else "cpu"]
         return base
-    expected = gpu_nodes(inventory) if kind in GPU_KINDS else inventory.nodes
+    expected = inventory.gpu_nodes if kind in GPU_KINDS else inventory.nodes
     judge = judge_nccl_tests if kind == "nccl-tests" else judge_report
     judged = judge(base, result.exit_code, result.stdout, output, expected)
     pmls = selected_pmls(said) if kind in PML_REPORTED else []

@@ -234,3 +234,19 @@ def test_only_the_render_layer_writes_to_the_terminal():
             if found and not (name == "mpicluster.cli" and found.group() == "typer.echo"):
                 writers.append(f"{name}:{number}: {line.strip()}")
     assert writers == []
+
+
+LONGEST_FUNCTION = 80
+
+
+def test_no_function_is_longer_than_80_lines():
+    """Besides ruff's bounds on branches and statements (pyproject.toml): a function
+    that does not fit a screen does two things."""
+    long = []
+    for name, path in sorted(MODULES.items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONGEST_FUNCTION:
+                    long.append(f"{name}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import shlex
 import socket
 import threading
 import time
@@ -23,7 +24,7 @@ from fabric import Connection
 
 from mpicluster.cluster.inventory import Inventory, ResolvedSsh, parse_inventory
 from mpicluster.doctor import session
-from mpicluster.nodes import transport
+from mpicluster.nodes import host_keys, transport
 
 
 def new_key() -> tuple[paramiko.Ed25519Key, str]:
@@ -115,7 +116,7 @@ def test_describe_error_names_each_way_of_failing(tmp_path):
 def test_reject_unknown_raises_with_the_offered_key():
     key, _ = new_key()
     with pytest.raises(transport.UnknownHostKey) as caught:
-        transport._RejectUnknown().missing_host_key(None, "[10.0.0.1]:2222", key)
+        host_keys._RejectUnknown().missing_host_key(None, "[10.0.0.1]:2222", key)
     assert caught.value.hostname == "[10.0.0.1]:2222"
     assert caught.value.key is key
     assert isinstance(caught.value, paramiko.SSHException)
@@ -125,7 +126,7 @@ def test_accept_new_records_the_key_in_the_inventory_file(tmp_path):
     path = tmp_path / "deeper" / "known_hosts"
     first, _ = new_key()
     second, _ = new_key()
-    policy = transport._AcceptNewPolicy(path)
+    policy = host_keys._AcceptNewPolicy(path)
     policy.missing_host_key(None, "[10.0.0.1]:2222", first)
     policy.missing_host_key(None, "node2", second)
     keys = paramiko.HostKeys(str(path))
@@ -188,7 +189,7 @@ def test_connection_takes_the_inventory_settings_only(tmp_path, hostile_home):
     }
     assert conn.config.authentication.strategy_class is None
     client = conn.client
-    assert type(client._policy) is transport._RejectUnknown
+    assert type(client._policy) is host_keys._RejectUnknown
     assert client.get_host_keys().lookup("[node1.example]:2222")["ssh-ed25519"] == key
     assert client.get_host_keys().lookup("node9") is None
     assert len(client._system_host_keys) == 0
@@ -201,7 +202,7 @@ def test_connection_without_identity_uses_agent_and_default_keys(tmp_path, hosti
     assert "key_filename" not in conn.connect_kwargs
     assert conn.connect_kwargs["timeout"] == 7  # the inventory's connect_timeout
     policy = conn.client._policy
-    assert type(policy) is transport._AcceptNewPolicy
+    assert type(policy) is host_keys._AcceptNewPolicy
     assert policy.path == tmp_path / "known_hosts"
     assert len(conn.client.get_host_keys()) == 0  # no file yet: nothing loaded
 
@@ -547,3 +548,31 @@ def test_doctor_session_records_why_it_could_not_connect(tmp_path, fake_node):
     assert not node_session.connected
     assert node_session.error_kind == session.SSH
     assert "is not in" in (node_session.error or "")
+
+
+def test_openssh_under_ansible_and_rsync_takes_the_same_policy(tmp_path):
+    """One host-key policy: the playbooks' ssh and `run --sync`'s ssh check keys as the
+    transport does, against the inventory's known_hosts."""
+    from mpicluster.nodes import ansible_run
+    from mpicluster.run import sync
+
+    for accept_new, checking in ((False, "yes"), (True, "accept-new")):
+        known = tmp_path / "known hosts"
+        known.touch()
+        inv = parse_inventory(
+            "cluster: c\n"
+            f"ssh: {{user: u, known_hosts: '{known}', "
+            f"accept_new_host_keys: {str(accept_new).lower()}}}\n"
+            "nodes: [{name: n1, address: 10.0.0.1}]\n"
+        )
+        expected = [f"StrictHostKeyChecking={checking}", f"UserKnownHostsFile={known}"]
+        assert host_keys.openssh_options(known, accept_new) == expected
+        ansible = shlex.split(ansible_run.ssh_args(inv))
+        rsync = sync.ssh_argv(inv.node_ssh(inv.nodes[0]))
+        for argv in (ansible, rsync):
+            options = [argv[i + 1] for i, word in enumerate(argv) if word == "-o"]
+            assert [
+                o
+                for o in options
+                if o.split("=")[0] in ("StrictHostKeyChecking", "UserKnownHostsFile")
+            ] == expected

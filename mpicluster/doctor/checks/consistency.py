@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from mpicluster.doctor.checks.common import UP, majority
 from mpicluster.doctor.model import CheckReport, Result, failed, passed
-from mpicluster.doctor.mpi_identity import mpi_name
 from mpicluster.doctor.runner import Gathered
+from mpicluster.nodes.mpi_version import mpi_name
 
 NAME = "versions"
 TITLE = "Consistency (MPI build, mpi4py, Horovod, NCCL, CUDA, Python on every node)"

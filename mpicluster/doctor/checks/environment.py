@@ -107,9 +107,28 @@ def parse_block(text: str | None) -> tuple[str, dict[str, str], list[str]]:
 
 def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list[Result]:
     env = facts.get("env") or {}
-    results: list[Result] = []
     where = f"{node}:{layout.ENVIRONMENT_FILE}"
     state, block, problems = parse_block(facts.get("environment_file"))
+    results = _judge_block(node, where, state, problems)
+    results.extend(_judge_path(lay, node, facts, where, state, block))
+    results.extend(_judge_libraries(lay, node, env, where))
+    if state == "ok":
+        results.extend(_judge_mpi_settings(expected, node, facts, where, block))
+    if not results:
+        mpirun = (facts.get("which") or {}).get("mpirun") or {}
+        results.append(
+            passed(
+                node,
+                f"PATH holds {lay.mpi_bin}; mpirun -> {mpirun.get('path')}; "
+                f"{layout.ENVIRONMENT_FILE} block present and literal",
+            )
+        )
+    return results
+
+
+def _judge_block(node: str, where: str, state: str, problems: list[str]) -> list[Result]:
+    """The mpicluster block itself: present, and literal."""
+    results: list[Result] = []
     if state in ("missing", "missing-file"):
         results.append(
             failed(
@@ -123,12 +142,22 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
         results.append(
             failed(node, f"{where}: {problem}", f"{UP}: it rewrites the block with literal values")
         )
+    return results
 
-    missing, missing_libs = lay.missing_dirs(env.get("PATH"), env.get("LD_LIBRARY_PATH"))
+
+def _judge_path(
+    lay: Layout, node: str, facts: dict, where: str, state: str, block: dict[str, str]
+) -> list[Result]:
+    """PATH of a login: overridden by a startup file, lacking the install, or (when it
+    holds it) whether `mpirun` / `mpicc` resolve to the install."""
+    env = facts.get("env") or {}
+    missing, _ = lay.missing_dirs(env.get("PATH"), env.get("LD_LIBRARY_PATH"))
+    if not missing:
+        return _which(lay, node, facts)
     override = setter(facts, "PATH", keeping=False)
-    if missing and override:
+    if override:
         place, text = _where(override)
-        results.append(
+        return [
             failed(
                 node,
                 f"PATH of a non-interactive login is {env.get('PATH')!r}: lacks "
@@ -137,39 +166,51 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
                 f"{layout.ENVIRONMENT_FILE}: keep the PATH it is given (`PATH=...:$PATH`) or "
                 "move the line below the file's interactive-only guard",
             )
+        ]
+    block_path = block.get("PATH")
+    cause = (
+        f"the block's PATH line is {block_path!r}"
+        if block_path is not None
+        else "the block has no PATH line"
+        if state == "ok"
+        else "nothing sets it"
+    )
+    return [
+        failed(
+            node,
+            f"PATH of a non-interactive login is {env.get('PATH')!r}: lacks "
+            f"{', '.join(missing)} ({cause})",
+            f"the PATH line of the mpicluster block in {where} must hold "
+            f"{', '.join(missing)}: {UP}",
         )
-    elif missing:
-        block_path = block.get("PATH")
-        cause = (
-            f"the block's PATH line is {block_path!r}"
-            if block_path is not None
-            else "the block has no PATH line"
-            if state == "ok"
-            else "nothing sets it"
+    ]
+
+
+def _judge_libraries(lay: Layout, node: str, env: dict, where: str) -> list[Result]:
+    """LD_LIBRARY_PATH of a login must hold the install's libraries."""
+    _, missing_libs = lay.missing_dirs(env.get("PATH"), env.get("LD_LIBRARY_PATH"))
+    if not missing_libs:
+        return []
+    return [
+        failed(
+            node,
+            f"LD_LIBRARY_PATH of a non-interactive login is "
+            f"{env.get('LD_LIBRARY_PATH') or 'unset'}: lacks {', '.join(missing_libs)}",
+            f"the LD_LIBRARY_PATH line of the mpicluster block in {where} must hold "
+            f"{', '.join(missing_libs)}: {UP}",
         )
-        results.append(
-            failed(
-                node,
-                f"PATH of a non-interactive login is {env.get('PATH')!r}: lacks "
-                f"{', '.join(missing)} ({cause})",
-                f"the PATH line of the mpicluster block in {where} must hold "
-                f"{', '.join(missing)}: {UP}",
-            )
-        )
-    else:
-        results.extend(_which(lay, node, facts))
-    if missing_libs:
-        results.append(
-            failed(
-                node,
-                f"LD_LIBRARY_PATH of a non-interactive login is "
-                f"{env.get('LD_LIBRARY_PATH') or 'unset'}: lacks {', '.join(missing_libs)}",
-                f"the LD_LIBRARY_PATH line of the mpicluster block in {where} must hold "
-                f"{', '.join(missing_libs)}: {UP}",
-            )
-        )
+    ]
+
+
+def _judge_mpi_settings(
+    expected: dict[str, str], node: str, facts: dict, where: str, block: dict[str, str]
+) -> list[Result]:
+    """The block's MPI settings (of a present block) against the inventory's network,
+    and what logins actually get of them."""
+    env = facts.get("env") or {}
+    results: list[Result] = []
     for name, value in expected.items():
-        if state == "ok" and block.get(name) != value:
+        if block.get(name) != value:
             results.append(
                 failed(
                     node,
@@ -178,7 +219,7 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
                     f"{UP}: MPI would pick interfaces on its own (a classic hang)",
                 )
             )
-        elif state == "ok" and env.get(name) != value and (line := setter(facts, name)):
+        elif env.get(name) != value and (line := setter(facts, name)):
             place, text = _where(line)
             results.append(
                 failed(
@@ -189,7 +230,7 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
                     "ssh login after /etc/environment, so MPI uses another interface there",
                 )
             )
-        elif state == "ok" and env.get(name) != value:
+        elif env.get(name) != value:
             results.append(
                 warned(
                     node,
@@ -197,15 +238,6 @@ def judge(lay: Layout, expected: dict[str, str], node: str, facts: dict) -> list
                     f"check that pam_env is enabled for sshd on {node} (/etc/pam.d/sshd)",
                 )
             )
-    if not results:
-        mpirun = (facts.get("which") or {}).get("mpirun") or {}
-        results.append(
-            passed(
-                node,
-                f"PATH holds {lay.mpi_bin}; mpirun -> {mpirun.get('path')}; "
-                f"{layout.ENVIRONMENT_FILE} block present and literal",
-            )
-        )
     return results
 
 

@@ -145,26 +145,45 @@ def judge(node: str, facts: dict, gpu_node: bool) -> list[Result]:
     if not devices:
         return [passed(node, f"no RDMA devices: MPI and NCCL use TCP sockets ({mpi_text})")]
     active = active_ports(fabric)
-    results: list[Result] = []
     if not active:
-        for device in devices:
-            for port in device.get("ports") or []:
-                evidence, fix = why_not_active(node, device, port)
-                results.append(
-                    warned(node, evidence + ": MPI and NCCL fall back to TCP sockets", fix)
-                )
-        if not any(d.get("ports") for d in devices):
-            names = ", ".join(d["name"] for d in devices)
-            results.append(
-                warned(
-                    node,
-                    f"{names} on {node} has no ports in sysfs",
-                    "check the driver (`dmesg | grep -i mlx`, `ibv_devinfo`)",
-                )
-            )
-        return results
+        return _judge_inactive_ports(node, devices)
     kinds = sorted({kind(d, p) for d, p in active})
-    ports_text = "; ".join(describe(d, p) for d, p in active)
+    results = _judge_mpi_carriers(node, facts, mpi, mpi_text, kinds)
+    verbs = fabric.get("verbs") or {}
+    results.extend(_judge_verbs(node, verbs, kinds, gpu_node))
+    results.extend(_judge_nccl_plugin(node, fabric, kinds, gpu_node))
+    if not results:
+        ports_text = "; ".join(describe(d, p) for d, p in active)
+        nccl = "; NCCL can load verbs" if gpu_node and verbs.get("library") else ""
+        results.append(passed(node, f"{ports_text}; {mpi_text}{nccl}"))
+    return results
+
+
+def _judge_inactive_ports(node: str, devices: list[dict]) -> list[Result]:
+    """RDMA devices without an active port: why each port is down, or that there are none."""
+    results: list[Result] = []
+    for device in devices:
+        for port in device.get("ports") or []:
+            evidence, fix = why_not_active(node, device, port)
+            results.append(warned(node, evidence + ": MPI and NCCL fall back to TCP sockets", fix))
+    if not any(d.get("ports") for d in devices):
+        names = ", ".join(d["name"] for d in devices)
+        results.append(
+            warned(
+                node,
+                f"{names} on {node} has no ports in sysfs",
+                "check the driver (`dmesg | grep -i mlx`, `ibv_devinfo`)",
+            )
+        )
+    return results
+
+
+def _judge_mpi_carriers(
+    node: str, facts: dict, mpi: list[str] | None, mpi_text: str, kinds: list[str]
+) -> list[Result]:
+    """Each active fabric kind against Open MPI's components that carry it: missing from
+    the build, or built but turned off by an MCA parameter."""
+    results: list[Result] = []
     for fabric_kind in kinds:
         carriers = MPI_CARRIERS.get(fabric_kind)
         if mpi is None or carriers is None:
@@ -194,44 +213,51 @@ def judge(node: str, facts: dict, gpu_node: bool) -> list[Result]:
                 NO_OFI_FIX if fabric_kind == "EFA" else NO_UCX_FIX,
             )
         )
-    verbs = fabric.get("verbs") or {}
+    return results
+
+
+def _judge_verbs(node: str, verbs: dict, kinds: list[str], gpu_node: bool) -> list[Result]:
+    """An active InfiniBand or RoCE port needs libibverbs and its device's provider."""
+    if not any(k in ("InfiniBand", "RoCE") for k in kinds):
+        return []
     users = "NCCL and UCX" if gpu_node else "UCX (MPI)"
-    if any(k in ("InfiniBand", "RoCE") for k in kinds):
-        if not verbs.get("library"):
-            results.append(
-                warned(
-                    node,
-                    f"{node} has no libibverbs (NCCL dlopens libibverbs.so or .so.1): "
-                    f"{users} cannot open the port and fall back to TCP sockets",
-                    f"install rdma-core's user-space libraries on {node}: "
-                    "`apt install libibverbs1 ibverbs-providers` (dnf: rdma-core libibverbs)",
-                )
-            )
-        elif verbs.get("missing_providers"):
-            wanted = ", ".join(verbs["missing_providers"])
-            results.append(
-                warned(
-                    node,
-                    f"{node} has libibverbs but no provider for {wanted} (lib{wanted}-rdmav*.so): "
-                    f"{users} see no device and fall back to TCP sockets",
-                    f"install the providers on {node}: `apt install ibverbs-providers` "
-                    "(dnf: libibverbs)",
-                )
-            )
-    if "EFA" in kinds and gpu_node and not fabric.get("nccl_plugins"):
-        results.append(
+    if not verbs.get("library"):
+        return [
             warned(
                 node,
-                f"{node} has an active EFA port but no NCCL net plugin (libnccl-net*.so): "
-                "NCCL uses TCP sockets",
-                "install aws-ofi-nccl (AWS's EFA installer or the aws-ofi-nccl release) and put "
-                "its lib folder in LD_LIBRARY_PATH",
+                f"{node} has no libibverbs (NCCL dlopens libibverbs.so or .so.1): "
+                f"{users} cannot open the port and fall back to TCP sockets",
+                f"install rdma-core's user-space libraries on {node}: "
+                "`apt install libibverbs1 ibverbs-providers` (dnf: rdma-core libibverbs)",
             )
+        ]
+    if verbs.get("missing_providers"):
+        wanted = ", ".join(verbs["missing_providers"])
+        return [
+            warned(
+                node,
+                f"{node} has libibverbs but no provider for {wanted} (lib{wanted}-rdmav*.so): "
+                f"{users} see no device and fall back to TCP sockets",
+                f"install the providers on {node}: `apt install ibverbs-providers` "
+                "(dnf: libibverbs)",
+            )
+        ]
+    return []
+
+
+def _judge_nccl_plugin(node: str, fabric: dict, kinds: list[str], gpu_node: bool) -> list[Result]:
+    """An active EFA port on a GPU node needs an NCCL net plugin."""
+    if "EFA" not in kinds or not gpu_node or fabric.get("nccl_plugins"):
+        return []
+    return [
+        warned(
+            node,
+            f"{node} has an active EFA port but no NCCL net plugin (libnccl-net*.so): "
+            "NCCL uses TCP sockets",
+            "install aws-ofi-nccl (AWS's EFA installer or the aws-ofi-nccl release) and put "
+            "its lib folder in LD_LIBRARY_PATH",
         )
-    if not results:
-        nccl = "; NCCL can load verbs" if gpu_node and verbs.get("library") else ""
-        results.append(passed(node, f"{ports_text}; {mpi_text}{nccl}"))
-    return results
+    ]
 
 
 def check(g: Gathered) -> CheckReport:

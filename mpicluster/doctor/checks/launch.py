@@ -115,6 +115,8 @@ def _how(launches: list[Launch]) -> str:
 
 
 def _across(proof: LaunchProof, whole: Launch, related: Related) -> list[Result]:
+    """One rank on every node: worked, or failed and put on the pairs, a node, or the
+    launch of all nodes together."""
     if whole.ok:
         library = next((r.get("library") for r in whole.reports if r.get("mpi")), None)
         what = f"allreduce exact, {library}" if library else "every rank started"
@@ -125,14 +127,22 @@ def _across(proof: LaunchProof, whole: Launch, related: Related) -> list[Result]
                 f"{what} ({whole.seconds:.1f} s){_how([whole])}",
             )
         ]
-    head = whole.head
+    bad = [p for p in proof.pairs if p.head == whole.head and not p.ok]
+    if bad:
+        return _pairs_failed(proof, whole.head, bad, related)
+    return [_together_failed(whole, related)]
+
+
+def _pairs_failed(
+    proof: LaunchProof, head: str, bad: list[Launch], related: Related
+) -> list[Result]:
+    """Pair launches from `head` failed: blame the failed pairs, the head itself, the one
+    node that shows a cause, or (none told apart) every pair."""
     first = [p for p in proof.pairs if p.head == head]
     second = [p for p in proof.pairs if p.head != head]
-    bad = [p for p in first if not p.ok]
-    if bad and (len(bad) < len(first) or len(first) == 1):
+    if len(bad) < len(first) or len(first) == 1:
         return [explain(p, p.hosts[1], related, head=head) for p in bad]
-    if bad and second and any(p.ok for p in second):
-        other = second[0].head
+    if second and any(p.ok for p in second):
         launch = bad[0]
         result = explain(launch, head, related)
         return [
@@ -140,12 +150,13 @@ def _across(proof: LaunchProof, whole: Launch, related: Related) -> list[Result]
                 Status.FAIL,
                 head,
                 f"every launch from {head} with another node failed ({launch.problem}), "
-                f"launches from {other} worked: {result.evidence}",
+                f"launches from {second[0].head} worked: {result.evidence}",
                 result.fix,
             )
         ]
+    other = second[0].head if second else "no other node"
     suspects = sorted({n for p in bad for n in p.hosts if related.about(n)})
-    if bad and len(suspects) == 1:
+    if len(suspects) == 1:
         # every pair failed, from both heads (timing on a loaded machine can fail the
         # healthy ones too), and only one node of them shows a cause: that node
         node = suspects[0]
@@ -155,49 +166,48 @@ def _across(proof: LaunchProof, whole: Launch, related: Related) -> list[Result]
             Result(
                 Status.FAIL,
                 node,
-                f"every pair launch failed, from {head} and from "
-                f"{second[0].head if second else 'no other node'}; of their nodes only "
+                f"every pair launch failed, from {head} and from {other}; of their nodes only "
                 f"{node} shows a cause: {result.evidence}",
                 result.fix,
             )
         ]
-    if bad:
-        result = explain(bad[0], bad[0].hosts[1], related, head=head)
-        return [
-            Result(
-                Status.FAIL,
-                None,
-                f"every pair launch failed, from {head} and from "
-                f"{second[0].head if second else 'no other node'}: {result.evidence}",
-                result.fix,
-            )
-        ]
+    result = explain(bad[0], bad[0].hosts[1], related, head=head)
+    return [
+        Result(
+            Status.FAIL,
+            None,
+            f"every pair launch failed, from {head} and from {other}: {result.evidence}",
+            result.fix,
+        )
+    ]
+
+
+def _together_failed(whole: Launch, related: Related) -> Result:
+    """Every pair from the head worked, all nodes together did not: a pair the head's
+    launches do not exercise, if another check saw one, else the scale itself."""
+    head = whole.head
     result = explain(whole, head, related)
     apart = related.between_others(head)
     if apart:
         name, seen = apart[0]
-        return [
-            failed(
-                seen.node,
-                f"every pair from {head} worked, all {len(whole.hosts)} nodes together did "
-                f"not: {result.evidence}; the {name} check saw: {seen.evidence} (a pair the "
-                f"launches from {head} do not exercise)",
-                seen.fix or "",
-                peer=seen.peer,
-            )
-        ]
-    return [
-        failed(
-            None,
-            f"every pair from {head} worked, all {len(whole.hosts)} nodes together did not: "
-            f"{result.evidence}",
-            result.fix
-            if result.fix and "could not tell" not in result.fix
-            else "the failure needs all nodes at once: compare mpirun's output in the JSON "
-            "report (checks.launch) with sshd's MaxStartups and the nodes' file and process "
-            "limits",
+        return failed(
+            seen.node,
+            f"every pair from {head} worked, all {len(whole.hosts)} nodes together did "
+            f"not: {result.evidence}; the {name} check saw: {seen.evidence} (a pair the "
+            f"launches from {head} do not exercise)",
+            seen.fix or "",
+            peer=seen.peer,
         )
-    ]
+    return failed(
+        None,
+        f"every pair from {head} worked, all {len(whole.hosts)} nodes together did not: "
+        f"{result.evidence}",
+        result.fix
+        if result.fix and "could not tell" not in result.fix
+        else "the failure needs all nodes at once: compare mpirun's output in the JSON "
+        "report (checks.launch) with sshd's MaxStartups and the nodes' file and process "
+        "limits",
+    )
 
 
 def _skipped(node: str, why: str, related: Related) -> Result:

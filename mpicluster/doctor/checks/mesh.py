@@ -23,18 +23,7 @@ def check(g: Gathered) -> CheckReport:
     for node in g.names:
         if node in blamed:
             report.results.append(_blame(g, node, blamed[node], tried, failures))
-    for source, target in rest:
-        item = g.ssh_pairs[(source, target)]
-        cause = ssh_failures.classify(item["stderr"], item["rc"])
-        seen, fix = _explained(g, cause, source, target, "in", item=item)
-        report.results.append(
-            failed(
-                source,
-                f"ssh {source} -> {target}: {_why(cause, target)} ({_evidence(item)}){seen}",
-                fix,
-                peer=target,
-            )
-        )
+    report.results.extend(_failed_pair(g, source, target) for source, target in rest)
     report.results.extend(_predicted(g, blamed))
     for source in g.probed:
         if source in g.exchange_errors:
@@ -45,37 +34,8 @@ def check(g: Gathered) -> CheckReport:
                     f"rerun doctor; if it repeats, look at {source}'s load and sshd logs",
                 )
             )
-            continue
-        if blamed.get(source) in ("out", "both"):
-            continue
-        mine = [(s, t) for s, t in tried if s == source]
-        skipped = sorted(t for s, t in g.not_run if s == source)
-        if skipped:
-            report.results.append(
-                warned(
-                    source,
-                    f"{plural(len(skipped), 'pair')} from {source} not tried within doctor's "
-                    f"time budget ({', '.join(skipped[:5])})",
-                    "rerun with `--check mesh`, or a larger --timeout",
-                )
-            )
-        good = [t for s, t in mine if (s, t) not in failures]
-        if not mine or not good:
-            continue
-        others = sorted({t for s, t in mine if (s, t) in failures})
-        text = f"ssh to {len(good)} of {plural(len(mine), 'peer')} works"
-        second = [t for t in good if g.ssh_pairs[(source, t)].get("attempts") == 2]
-        if second:
-            text += f" ({', '.join(second[:3])} on a second try: a lossy or busy network?)"
-        if others:
-            text += f" (failures into {', '.join(others)} are reported there)"
-        if g.sampled:
-            text += (
-                f"; logins on a ring and a sample of {pair_plan.PER_NODE} peers per node "
-                f"(seed {g.seed}, --all-pairs for every pair), every other pair judged from "
-                "both nodes' facts"
-            )
-        report.results.append(passed(source, text))
+        elif blamed.get(source) not in ("out", "both"):
+            report.results.extend(_from_source(g, source, tried, failures))
     silent = sorted(
         n for n in g.names if not g.sessions[n].connected and g.sessions[n].error_kind == "network"
     )
@@ -83,6 +43,54 @@ def check(g: Gathered) -> CheckReport:
         if node not in report.not_checked:
             report.not_checked.append(node)
     return report
+
+
+def _failed_pair(g: Gathered, source: str, target: str) -> Result:
+    """A failed login over one pair that no node's blame covers."""
+    item = g.ssh_pairs[(source, target)]
+    cause = ssh_failures.classify(item["stderr"], item["rc"])
+    seen, fix = _explained(g, cause, source, target, "in", item=item)
+    return failed(
+        source,
+        f"ssh {source} -> {target}: {_why(cause, target)} ({_evidence(item)}){seen}",
+        fix,
+        peer=target,
+    )
+
+
+def _from_source(g: Gathered, source: str, tried, failures) -> list[Result]:
+    """What the logins from `source` came to: pairs left untried within the time budget,
+    and a pass for the ones that worked (how many, retried ones, a sampled mesh)."""
+    results: list[Result] = []
+    mine = [(s, t) for s, t in tried if s == source]
+    skipped = sorted(t for s, t in g.not_run if s == source)
+    if skipped:
+        results.append(
+            warned(
+                source,
+                f"{plural(len(skipped), 'pair')} from {source} not tried within doctor's "
+                f"time budget ({', '.join(skipped[:5])})",
+                "rerun with `--check mesh`, or a larger --timeout",
+            )
+        )
+    good = [t for s, t in mine if (s, t) not in failures]
+    if not mine or not good:
+        return results
+    others = sorted({t for s, t in mine if (s, t) in failures})
+    text = f"ssh to {len(good)} of {plural(len(mine), 'peer')} works"
+    second = [t for t in good if g.ssh_pairs[(source, t)].get("attempts") == 2]
+    if second:
+        text += f" ({', '.join(second[:3])} on a second try: a lossy or busy network?)"
+    if others:
+        text += f" (failures into {', '.join(others)} are reported there)"
+    if g.sampled:
+        text += (
+            f"; logins on a ring and a sample of {pair_plan.PER_NODE} peers per node "
+            f"(seed {g.seed}, --all-pairs for every pair), every other pair judged from "
+            "both nodes' facts"
+        )
+    results.append(passed(source, text))
+    return results
 
 
 def _predicted(g: Gathered, blamed: dict[str, str]) -> list[Result]:
@@ -244,19 +252,36 @@ def _expected(g: Gathered, target: str) -> dict[str, str]:
 
 
 def _usual_fix(g: Gathered, cause: str, source: str, target: str, side: str, both=False) -> str:
-    cluster = g.inventory.cluster
-    src = (g.facts(source) or {}).get("ssh") or {}
-    dst = (g.facts(target) or {}).get("ssh") or {}
     if (both or side == "out") and cause in ("timeout", "unreachable"):
         return (
             f"{target if side == 'in' else source} cannot exchange TCP traffic with its peers: "
             "check its firewall (iptables -S; a DROP on INPUT also eats the replies to its own "
             "connections) and its network link"
         )
+    setup = _source_setup_fix(g, source)
+    if setup is not None:
+        return setup
+    if cause in ("host_key_changed", "host_key_unknown"):
+        return _host_key_fix(g, cause, source, target)
+    if cause == "denied":
+        return _denied_fix(g, source, target)
+    return _connection_fix(g, cause, source, target)
+
+
+def _source_setup_fix(g: Gathered, source: str) -> str | None:
+    """What `up` sets up on the source and is missing there: the key, the config block."""
+    cluster = g.inventory.cluster
+    src = (g.facts(source) or {}).get("ssh") or {}
     if src and not src.get("key"):
         return f"{source} has no cluster key ~/.ssh/mpicluster_{cluster}: {UP}"
     if src and not src.get("config_block"):
         return f"{source}'s ~/.ssh/config has no `mpicluster {cluster}` block: {UP}"
+    return None
+
+
+def _host_key_fix(g: Gathered, cause: str, source: str, target: str) -> str:
+    """The target's host key unknown to the source, or not the one recorded."""
+    src = (g.facts(source) or {}).get("ssh") or {}
     own_keys = ((g.facts(target) or {}).get("access") or {}).get("host_keys")
     if cause == "host_key_changed" and own_keys and g.sessions[target].connected:
         return (
@@ -265,33 +290,41 @@ def _usual_fix(g: Gathered, cause: str, source: str, target: str, side: str, bot
             f"address conflict, or a name entry on {source} pointing elsewhere: see the names "
             f"check), or something in between; `ip neigh` on {source} shows which MAC answers"
         )
-    if cause in ("host_key_changed", "host_key_unknown"):
-        if src and not src.get("known_hosts_block"):
-            return f"{source}'s /etc/ssh/ssh_known_hosts has no mpicluster block: {UP}"
+    if src and not src.get("known_hosts_block"):
+        return f"{source}'s /etc/ssh/ssh_known_hosts has no mpicluster block: {UP}"
+    return (
+        f"{target}'s host key changed since `mpicluster up` recorded it: if {target} was "
+        f"reinstalled, fix the control machine's known_hosts for it, then {UP} "
+        "(it records the new key on every node)"
+    )
+
+
+def _denied_fix(g: Gathered, source: str, target: str) -> str:
+    """The target refused the cluster key: its authorized_keys, or a reason sshd's log tells."""
+    cluster = g.inventory.cluster
+    dst = (g.facts(target) or {}).get("ssh") or {}
+    if dst and not dst.get("authorized"):
         return (
-            f"{target}'s host key changed since `mpicluster up` recorded it: if {target} was "
-            f"reinstalled, fix the control machine's known_hosts for it, then {UP} "
-            "(it records the new key on every node)"
+            f"{target}'s ~/.ssh/authorized_keys lacks the cluster key "
+            f"(the line ending ` mpicluster:{cluster}`): {UP}"
         )
-    if cause == "denied":
-        if dst and not dst.get("authorized"):
-            return (
-                f"{target}'s ~/.ssh/authorized_keys lacks the cluster key "
-                f"(the line ending ` mpicluster:{cluster}`): {UP}"
-            )
-        if dst:
-            return (
-                f"{target} holds the cluster key and doctor saw none of the reasons it can "
-                f"read for refusing {source} (the key line's from= list, sshd's AllowUsers, "
-                f"DenyUsers and groups, the modes StrictModes judges): sshd's log on {target} "
-                "(journalctl -u ssh, /var/log/auth.log) says why"
-            )
+    if dst:
         return (
-            f"doctor could not read {target} (see the ssh check), so two causes fit: its "
-            f"~/.ssh/authorized_keys lacks the cluster key's line (` mpicluster:{cluster}`; "
-            f"{UP} restores it), or its sshd ignores the file (StrictModes, AllowUsers); "
-            f"sshd's log on {target} (journalctl -u ssh, /var/log/auth.log) tells which"
+            f"{target} holds the cluster key and doctor saw none of the reasons it can "
+            f"read for refusing {source} (the key line's from= list, sshd's AllowUsers, "
+            f"DenyUsers and groups, the modes StrictModes judges): sshd's log on {target} "
+            "(journalctl -u ssh, /var/log/auth.log) says why"
         )
+    return (
+        f"doctor could not read {target} (see the ssh check), so two causes fit: its "
+        f"~/.ssh/authorized_keys lacks the cluster key's line (` mpicluster:{cluster}`; "
+        f"{UP} restores it), or its sshd ignores the file (StrictModes, AllowUsers); "
+        f"sshd's log on {target} (journalctl -u ssh, /var/log/auth.log) tells which"
+    )
+
+
+def _connection_fix(g: Gathered, cause: str, source: str, target: str) -> str:
+    """The connection itself failed (name, network, port, sshd) or the login's command did."""
     if cause == "resolve":
         return f"{source} cannot resolve {target}: {UP} (writes /etc/hosts entries) or fix DNS"
     if cause in ("timeout", "unreachable"):

@@ -204,47 +204,63 @@ def undo_entry(entry, path, before, keep_stack):
     """Take back one footprint entry; returns what was done ('' for nothing)."""
     kind = entry["kind"]
     if kind in ("block", "line"):
-        if not os.path.isfile(path):
-            return ""
-        with open(path, "rb") as handle:
-            current = handle.read()
-        text = current.decode("utf-8", "surrogateescape")
-        if kind == "block":
-            remaining = strip_block(text, entry["begin"], entry["end"])
-        else:
-            remaining = strip_lines(text, entry["regexp"])
-        data = restored(remaining.encode("utf-8", "surrogateescape"), before)
-        done = ""
-        if not data and before.get("existed") is False and not entry.get("in_place"):
-            os.unlink(path)
-            return "removed"
-        if data != current:
-            if entry.get("in_place"):
-                write_in_place(path, data)
-            else:
-                write_replacing(path, data)
-            done = "restored"
-        if restore_owner(path, before):
-            done = done or "restored mode"
-        return done
+        return undo_text(entry, path, before)
     if kind in ("file", "tree"):
         if entry.get("stack") and keep_stack:
             return ""
         return "removed" if remove_path(path) else ""
     if kind == "dir":
-        if before.get("existed", True) or not os.path.isdir(path) or os.listdir(path):
-            return ""
-        os.rmdir(path)
-        return "removed"
+        return undo_dir(path, before)
     if kind == "glob":
-        folder, pattern = os.path.split(path)
-        done = ""
-        if os.path.isdir(folder):
-            for name in os.listdir(folder):
-                if fnmatch.fnmatch(name, pattern) and remove_path(os.path.join(folder, name)):
-                    done = "removed"
-        return done
+        return undo_glob(path)
     raise ValueError("unknown footprint kind %r" % kind)
+
+
+def undo_text(entry, path, before):
+    """Remove a block or line from a file, then give the file back its recorded content,
+    mode and owner where nothing else changed (or remove it if `up` made it)."""
+    if not os.path.isfile(path):
+        return ""
+    with open(path, "rb") as handle:
+        current = handle.read()
+    text = current.decode("utf-8", "surrogateescape")
+    if entry["kind"] == "block":
+        remaining = strip_block(text, entry["begin"], entry["end"])
+    else:
+        remaining = strip_lines(text, entry["regexp"])
+    data = restored(remaining.encode("utf-8", "surrogateescape"), before)
+    done = ""
+    if not data and before.get("existed") is False and not entry.get("in_place"):
+        os.unlink(path)
+        return "removed"
+    if data != current:
+        if entry.get("in_place"):
+            write_in_place(path, data)
+        else:
+            write_replacing(path, data)
+        done = "restored"
+    if restore_owner(path, before):
+        done = done or "restored mode"
+    return done
+
+
+def undo_dir(path, before):
+    """Remove a folder `up` made, if it is still there and empty."""
+    if before.get("existed", True) or not os.path.isdir(path) or os.listdir(path):
+        return ""
+    os.rmdir(path)
+    return "removed"
+
+
+def undo_glob(path):
+    """Remove what matches the pattern (ssh control sockets)."""
+    folder, pattern = os.path.split(path)
+    done = ""
+    if os.path.isdir(folder):
+        for name in os.listdir(folder):
+            if fnmatch.fnmatch(name, pattern) and remove_path(os.path.join(folder, name)):
+                done = "removed"
+    return done
 
 
 #: Files and blocks first, then mpicluster's own trees, then folders that may now be empty.

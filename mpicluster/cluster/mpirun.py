@@ -1,0 +1,46 @@
+"""The one `mpirun` command line. The smoke test, `mpicluster run` and doctor's proof by
+launch each start theirs here: the same placement spelling, the same root rule and the
+same Open MPI series-dependent options, written once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+
+def hosts(counts: Mapping[str, int]) -> list[str]:
+    """`count` ranks on each named host, in this order: --host a:2,b:2 -np 4."""
+    spec = ",".join(f"{name}:{count}" for name, count in counts.items())
+    return ["--host", spec, "-np", str(sum(counts.values()))]
+
+
+def exports(names: Iterable[str]) -> list[str]:
+    """Pass these variables of mpirun's own environment on to every rank."""
+    return [word for name in names for word in ("-x", name)]
+
+
+@dataclass(frozen=True)
+class Mpirun:
+    path: str = "mpirun"
+    #: The Open MPI series: 5 (PRRTE) or 4 (ORTE) spell some options differently.
+    major: int = 5
+    #: The MPI user is root: Open MPI refuses to start without --allow-run-as-root.
+    root: bool = False
+
+    def argv(
+        self, placement: Sequence[str], options: Sequence[str] = (), program: Sequence[str] = ()
+    ) -> list[str]:
+        """mpirun, where the ranks go, the root rule, the caller's options, the program."""
+        root = ["--allow-run-as-root"] if self.root else []
+        return [self.path, *placement, *root, *options, *program]
+
+    def tag_output(self) -> list[str]:
+        """Each output line prefixed with its rank ([1,0]<stdout>: on 5, [1,0]: on 4)."""
+        return ["--output", "tag"] if self.major >= 5 else ["--tag-output"]
+
+    def launcher_ssh(self, ssh_args: str) -> list[str]:
+        """Options for the ssh the launcher starts remote daemons with (PRRTE's plm_ssh,
+        ORTE's plm_rsh)."""
+        if self.major >= 5:
+            return ["--prtemca", "plm_ssh_args", ssh_args]
+        return ["--mca", "plm_rsh_args", ssh_args]
