@@ -1,4 +1,6 @@
-"""Hostfiles for Open MPI, MPICH/Hydra, Horovod and DeepSpeed, from the inventory.
+"""Hostfiles for Open MPI, MPICH/Hydra, Horovod and DeepSpeed, from the inventory, each
+rendered from its template in templates/ (`up` writes these, `mpicluster hostfile` prints
+them).
 
 Slots per node: the inventory's `slots`, else its GPU count, else its cores.
 """
@@ -11,6 +13,7 @@ from collections.abc import Mapping
 from mpicluster.cluster import layout
 from mpicluster.cluster.inventory import Inventory
 from mpicluster.errors import UsageError
+from mpicluster.util import templates
 
 FORMATS = ("openmpi", "mpich", "horovod", "deepspeed")
 #: Where `up` writes each format on the nodes.
@@ -42,13 +45,10 @@ def needs_cores(inventory: Inventory) -> list[str]:
 
 
 def render(node_slots: Mapping[str, int], fmt: str) -> str:
-    if fmt in ("openmpi", "deepspeed"):  # DeepSpeed's launcher reads `host slots=N` too
-        return "".join(f"{name} slots={n}\n" for name, n in node_slots.items())
-    if fmt == "mpich":
-        return "".join(f"{name}:{n}\n" for name, n in node_slots.items())
-    if fmt == "horovod":
-        return ",".join(f"{name}:{n}" for name, n in node_slots.items()) + "\n"
-    raise UsageError(f"unknown hostfile format {fmt!r} (one of: {', '.join(FORMATS)})")
+    """One format's hostfile, from its template (templates/hostfile.FORMAT.j2)."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown hostfile format {fmt!r} (one of: {', '.join(FORMATS)})")
+    return templates.render(f"hostfile.{fmt}.j2", slots=dict(node_slots))
 
 
 def parse(text: str) -> dict[str, int]:

@@ -32,11 +32,11 @@ Files every install gets:
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from mpicluster.cluster.inventory import Inventory
+from mpicluster.util import templates
 
 CONFIG_DIR = "/etc/mpicluster"
 HOSTFILE = f"{CONFIG_DIR}/hostfile"
@@ -146,14 +146,12 @@ class Layout:
     def shell_exports(self, variables: dict[str, str]) -> str:
         """The environment `up` writes into /etc/environment, for `. /etc/mpicluster/env`
         in a user's own scripts (which an interactive shell's profile may have changed)."""
-        lines = ["# mpicluster: the cluster's environment. Use: . /etc/mpicluster/env"]
-        if self.path_dirs:
-            lines.append(f'export PATH="{":".join(self.path_dirs)}:$PATH"')
-        if self.library_dirs:
-            dirs = ":".join(self.library_dirs)
-            lines.append(f'export LD_LIBRARY_PATH="{dirs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
-        lines += [f"export {name}={shlex.quote(value)}" for name, value in variables.items()]
-        return "\n".join(lines) + "\n"
+        return templates.render(
+            "env.sh.j2",
+            path_dirs=self.path_dirs,
+            library_dirs=self.library_dirs,
+            variables=variables,
+        )
 
     def missing_dirs(
         self, path: str | None, library_path: str | None

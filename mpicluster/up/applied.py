@@ -41,10 +41,11 @@ def watched(footprint: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @cache
 def code_digest() -> str:
-    """The playbooks, their modules and the programs they install, as one digest: a
-    new mpicluster release runs every task once."""
+    """The playbooks, the templates they render, their modules and the programs they
+    install, as one digest: a new mpicluster release runs every task once."""
     hasher = hashlib.sha256(__version__.encode())
-    for root in (data_path("playbooks"), remote.MODULE_UTILS, remote.SMOKE):
+    roots = (data_path("playbooks"), data_path("templates"), remote.MODULE_UTILS, remote.SMOKE)
+    for root in roots:
         for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
             if "__pycache__" in path.parts:
                 continue

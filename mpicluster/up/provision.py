@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from mpicluster.nodes import facts as node_facts
 from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.stack import StackPlan, prepare_stack
 from mpicluster.up import applied
+from mpicluster.util import templates
+from mpicluster.util.paths import data_path
 from mpicluster.verify import SmokeReport, run_smoke
 
 Progress = Callable[[str], None]
@@ -116,6 +117,7 @@ def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
         "mpicluster_cluster_key": str(key.private_path),
         "mpicluster_cluster_pubkey": key.public_line,
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
+        "mpicluster_templates": str(data_path("templates")),
         "mpicluster_config_files": config_files(inventory, layout, node_slots, nodes),
         **slurm.scheduler_vars(inventory),
         **slurm.teardown_vars(),
@@ -137,9 +139,7 @@ def config_files(
     texts = {
         **hostfile.rendered(node_slots),
         ENV_FILE: lay.shell_exports(mpi_environment(inventory.network)),
-        # as Ansible's to_nice_json wrote it before
-        CLUSTER_JSON: json.dumps(described, indent=4, sort_keys=True, separators=(",", ": "))
-        + "\n",
+        CLUSTER_JSON: templates.render("cluster.json.j2", cluster=described),
     }
     for program in sorted(remote.SMOKE.glob("*.py")):
         texts[f"{SMOKE_DIR}/{program.name}"] = program.read_text(encoding="utf-8")

@@ -186,7 +186,7 @@ def test_the_footprint_markers_are_the_ones_the_roles_write():
     )
     assert (
         "ControlPath ~/.ssh/mpicluster-%C"
-        in (ROLES / "ssh_mesh/templates/ssh_config.j2").read_text()
+        in (ROLES.parents[1] / "templates" / "ssh_config.j2").read_text()
     )
 
 
