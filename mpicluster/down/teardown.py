@@ -24,7 +24,7 @@ from typing import Any
 
 from mpicluster import exitcodes, slurm
 from mpicluster.cluster.inventory import Inventory
-from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir, cluster_lock
 from mpicluster.errors import UsageError
 from mpicluster.nodes import facts as node_facts
@@ -70,12 +70,10 @@ class DownResult:
         return data
 
 
-def extravars(inventory: Inventory, keep_stack: bool) -> dict[str, Any]:
-    layout = Layout.of(inventory)
+def extravars(plan: ClusterPlan, keep_stack: bool) -> dict[str, Any]:
+    """down.yml's inputs: what every playbook run takes (the same as up's), and down's."""
     return {
-        "mpicluster_cluster": inventory.cluster,
-        "mpicluster_layout": layout.as_vars(),
-        "mpicluster_footprint": layout.footprint(inventory.cluster),
+        **plan.playbook_inputs(),
         "teardown_keep_stack": keep_stack,
         **slurm.teardown_vars(),
     }
@@ -131,7 +129,7 @@ def teardown(
             "down.yml",
             runs_dir=cluster_dir(inventory.cluster) / "runs",
             label="down",
-            extravars=extravars(inventory, keep_stack),
+            extravars=extravars(ClusterPlan.of(inventory), keep_stack),
             on_event=on_event,
         )
         if node is None and result.playbook.ok and not keep_key:

@@ -78,8 +78,10 @@ def ensure_munge_key(cluster: str) -> Path:
     return path
 
 
-def scheduler_vars(inventory: Inventory) -> dict[str, Any]:
-    """The slurm role's input (`mpicluster_scheduler`): None without a scheduler."""
+def scheduler_vars(inventory: Inventory, munge_key: Path | None = None) -> dict[str, Any]:
+    """The slurm role's input (`mpicluster_scheduler`): None without a scheduler.
+    `munge_key`: the cluster's key on this machine (ensure_munge_key, which the command
+    calls: computing these inputs writes no file)."""
     if inventory.scheduler is None:
         return {"mpicluster_scheduler": None}
     controller = inventory.controller or inventory.nodes[0]
@@ -99,7 +101,7 @@ def scheduler_vars(inventory: Inventory) -> dict[str, Any]:
             "type": "slurm",
             "controller": controller.name,
             "partitions": partitions,
-            "munge_key": str(ensure_munge_key(inventory.cluster)),
+            "munge_key": str(munge_key or munge_key_path(inventory.cluster)),
             "marker": MARKER,
             "record": RECORD,
             "conf_dir": CONF_DIR,

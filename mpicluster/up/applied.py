@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__, remote
-from mpicluster.cluster.inventory import Inventory, ResolvedSsh
+from mpicluster.cluster.inventory import ResolvedSsh
 from mpicluster.cluster.layout import APPLIED
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.util.paths import data_path
 
 #: Files read whole: what decides how the nodes resolve each other's names (the
@@ -55,7 +56,7 @@ def code_digest() -> str:
 
 
 def inputs_digest(
-    inventory: Inventory,
+    plan: ClusterPlan,
     variables: dict[str, Any],
     host_vars: dict[str, dict[str, Any]],
     facts: dict[str, dict[str, Any]],
@@ -69,18 +70,18 @@ def inputs_digest(
         "inventory": _digest(
             {
                 "variables": {k: v for k, v in variables.items() if k not in NOT_INPUTS},
-                "become": inventory.ssh.become,
+                "become": plan.inventory.ssh.become,
             }
         ),
         "nodes": {
             node.name: _digest(
                 {
-                    "ssh": _ssh_of(inventory.node_ssh(node)),
+                    "ssh": _ssh_of(plan.node_ssh(node)),
                     "host_vars": host_vars.get(node.name, {}),
                     "identity": (facts.get(node.name) or {}).get("identity"),
                 }
             )
-            for node in inventory.nodes
+            for node in plan.nodes
         },
     }
 

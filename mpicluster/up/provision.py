@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mpicluster import exitcodes, remote, slurm
 from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster.inventory import Inventory
-from mpicluster.cluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR, Layout
-from mpicluster.cluster.mpi_settings import mpi_environment
-from mpicluster.cluster.state import cluster_dir, cluster_lock, ensure_cluster_key
-from mpicluster.cluster.validators import is_ip
+from mpicluster.cluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR
+from mpicluster.cluster.plan import ClusterPlan
+from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensure_cluster_key
 from mpicluster.nodes import facts as node_facts
 from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.stack import StackPlan, prepare_stack
@@ -85,50 +85,60 @@ def rdma_host_vars(
     return merged
 
 
-def extravars(inventory: Inventory, cores: dict[str, int]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ControlFiles:
+    """The files on the control machine the playbooks copy to the nodes, made by `up`
+    before it computes any input (the cluster's SSH key; Slurm's munge key)."""
+
+    key: ClusterKey
+    munge_key: Path | None = None
+
+    @classmethod
+    def ensure(cls, plan: ClusterPlan) -> ControlFiles:
+        munge = slurm.ensure_munge_key(plan.cluster) if plan.inventory.scheduler else None
+        return cls(ensure_cluster_key(plan.cluster), munge)
+
+
+def extravars(plan: ClusterPlan, cores: dict[str, int], files: ControlFiles) -> dict[str, Any]:
     """The playbooks' inputs (each role declares the ones it reads in
-    meta/argument_specs.yml)."""
-    key = ensure_cluster_key(inventory.cluster)
-    layout = Layout.of(inventory)
-    footprint = layout.footprint(inventory.cluster)
+    meta/argument_specs.yml): what every run takes (ClusterPlan.playbook_inputs), and
+    up's own."""
+    inventory = plan.inventory
     node_slots = hostfile.slots(inventory, cores)
-    nodes = []
-    for node in inventory.nodes:
-        ssh = inventory.node_ssh(node)
-        ip = node.address if node.address and is_ip(node.address) else ""
-        nodes.append(
-            {
-                "name": node.name,
-                "host": node.host,
-                "ip": ip,
-                "port": ssh.port,
-                "user": ssh.user,
-                "gpus": node.gpus,
-                "slots": node_slots[node.name],
-            }
-        )
+    nodes = [
+        {
+            "name": node.name,
+            "host": node.host,
+            "ip": plan.node_ip(node),
+            "port": plan.node_ssh(node).port,
+            "user": plan.node_ssh(node).user,
+            "gpus": node.gpus,
+            "slots": node_slots[node.name],
+        }
+        for node in plan.nodes
+    ]
+    inputs = plan.playbook_inputs()
     return {
-        "mpicluster_cluster": inventory.cluster,
-        "mpicluster_layout": layout.as_vars(),
-        "mpicluster_footprint": footprint,
-        "mpicluster_applied_watch": applied.watched(footprint),
+        **inputs,
+        "mpicluster_applied_watch": applied.watched(inputs["mpicluster_footprint"]),
         "mpicluster_nodes": nodes,
-        "mpicluster_env_vars": mpi_environment(inventory.network),
-        "mpicluster_cluster_key": str(key.private_path),
-        "mpicluster_cluster_pubkey": key.public_line,
+        "mpicluster_env_vars": dict(plan.mpi_env),
+        "mpicluster_cluster_key": str(files.key.private_path),
+        "mpicluster_cluster_pubkey": files.key.public_line,
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
         "mpicluster_templates": str(data_path("templates")),
-        "mpicluster_config_files": config_files(inventory, layout, node_slots, nodes),
-        **slurm.scheduler_vars(inventory),
+        "mpicluster_config_files": config_files(plan, node_slots, nodes),
+        **slurm.scheduler_vars(inventory, files.munge_key),
         **slurm.teardown_vars(),
     }
 
 
 def config_files(
-    inventory: Inventory, lay: Layout, node_slots: dict[str, int], nodes: list[dict[str, Any]]
+    plan: ClusterPlan, node_slots: dict[str, int], nodes: list[dict[str, Any]]
 ) -> list[dict[str, str]]:
     """What the hostfiles role writes on every node (one module call, changed files only):
     the hostfiles, the environment for users' scripts, cluster.json, the smoke programs."""
+    inventory = plan.inventory
     described = {
         "cluster": inventory.cluster,
         "install": inventory.stack.install,
@@ -138,7 +148,7 @@ def config_files(
     }
     texts = {
         **hostfile.rendered(node_slots),
-        ENV_FILE: lay.shell_exports(mpi_environment(inventory.network)),
+        ENV_FILE: plan.layout.shell_exports(dict(plan.mpi_env)),
         CLUSTER_JSON: templates.render("cluster.json.j2", cluster=described),
     }
     for program in sorted(remote.SMOKE.glob("*.py")):
@@ -170,9 +180,10 @@ def _provision(
     started = time.monotonic()
     result = UpResult(inventory.cluster)
     progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
+    plan = ClusterPlan.of(inventory)
     facts = node_facts.gather(inventory, applied=True)
     node_facts.check_gpus(inventory, facts)
-    variables = extravars(inventory, node_facts.cores(facts))
+    variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan))
     stack = StackPlan()
     if inventory.stack.install == "source":
         stack = prepare_stack(inventory, facts, progress)
@@ -182,7 +193,7 @@ def _provision(
         variables |= stack.variables
     host_vars = rdma_host_vars(inventory, facts, stack.host_vars)
     variables["mpicluster_applied_inputs"] = applied.inputs_digest(
-        inventory, variables, host_vars, facts
+        plan, variables, host_vars, facts
     )
     verdict = applied.judge(
         inventory.cluster,

@@ -10,6 +10,7 @@ import pytest
 
 from mpicluster import remote
 from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.remote.module_utils import mpicluster_applied as record_code
 from mpicluster.up import applied
 
@@ -158,7 +159,7 @@ IDENTITY = {"hostname": "a", "addresses": ["10.0.0.1"], "host_keys": ["ssh-ed255
 def digest(variables=None, host_vars=None, identity=IDENTITY) -> dict:
     facts = {"a": {"identity": identity}, "b": {"identity": IDENTITY}}
     return applied.inputs_digest(
-        INVENTORY, variables or {"mpicluster_x": 1}, host_vars or {}, facts
+        ClusterPlan.of(INVENTORY), variables or {"mpicluster_x": 1}, host_vars or {}, facts
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from mpicluster import remote
 from mpicluster.cluster import layout
 from mpicluster.cluster.inventory import parse_inventory
-from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.up.provision import config_files
 
 MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "library" / "mpicluster_files.py"
@@ -79,7 +79,7 @@ def test_the_role_writes_every_hostfile_the_environment_cluster_json_and_the_pro
     nodes = [{"name": n.name, "ip": n.address, "gpus": 0, "slots": 2} for n in inventory.nodes]
     written = {
         f["path"]: f["content"]
-        for f in config_files(inventory, Layout.of(inventory), {"node1": 2, "node2": 2}, nodes)
+        for f in config_files(ClusterPlan.of(inventory), {"node1": 2, "node2": 2}, nodes)
     }
     assert set(layout.CONFIG_FILES) <= set(written)
     assert layout.ENV_FILE in written

@@ -12,6 +12,7 @@ import yaml
 
 from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.plan import ClusterPlan
 
 ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"
 #: Inputs `up` passes only for source installs (stack/prepare.py), per run or per host,
@@ -53,10 +54,12 @@ def declared() -> dict[str, set[str]]:
 
 @pytest.fixture
 def extravars(tmp_path, monkeypatch) -> dict:
+    from mpicluster.up.provision import ControlFiles
     from mpicluster.up.provision import extravars as make
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
-    return make(parse_inventory(INVENTORY), {"a": 4, "b": 8})
+    plan = ClusterPlan.of(parse_inventory(INVENTORY))
+    return make(plan, {"a": 4, "b": 8}, ControlFiles.ensure(plan))
 
 
 def test_every_role_declares_its_inputs():
