@@ -57,17 +57,7 @@ def up(
         if result.exit_code != exitcodes.OK:
             raise typer.Exit(result.exit_code)
         if not json_output:
-            done = "verified" if result.smoke is not None else "left unverified (--no-smoke)"
-            if result.path == "unchanged":
-                display.success(
-                    f"cluster {inv.cluster}: {len(inv.nodes)} node(s) unchanged since the last "
-                    f"up and {done} in {result.seconds:.0f} s"
-                )
-            else:
-                display.success(
-                    f"cluster {inv.cluster}: {len(inv.nodes)} node(s) provisioned "
-                    f"({result.changes} change(s)) and {done} in {result.seconds:.0f} s"
-                )
+            display.success(render.up_summary(result))
 
 
 def down(
@@ -154,10 +144,7 @@ def fetch(
     Run it where the internet (or sources.mirror) is reachable; `up` then needs no
     download, so nodes and an air-gapped control machine work offline.
     """
-    from mpicluster.nodes import facts as node_facts
-    from mpicluster.stack.prepare import fetch as fetch_sources
-    from mpicluster.stack.prepare import platforms, platforms_unasked
-    from mpicluster.stack.sources import ucx_wanted
+    from mpicluster.stack.prepare import fetch_for
 
     display = Display()
     with guarded(display):
@@ -165,15 +152,7 @@ def fetch(
         if inv.stack.install != "source":
             display.success("install: packages needs no sources")
             return
-        if python:
-            wanted = platforms_unasked(inv, python, arch, cuda)
-            # nodes not asked: UCX too unless the inventory turns it off
-            ucx = inv.stack.ucx.enabled is not False
-        else:
-            facts = node_facts.gather(inv)
-            wanted = list(platforms(inv, facts).values())
-            ucx = ucx_wanted(inv, facts)
-        fetched = fetch_sources(inv, wanted, display.progress, ucx=ucx)
+        fetched = fetch_for(inv, display.progress, python=python, arch=arch, cuda=cuda)
         render.show(display, fetched, as_json=json_output)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from mpicluster.render.display import Display, styled
 from mpicluster.render.playbook import PlaybookView
-from mpicluster.render.up import down_summary
+from mpicluster.render.up import down_summary, up_summary
 
-__all__ = ["Display", "PlaybookView", "down_summary", "show", "styled"]
+__all__ = ["Display", "PlaybookView", "down_summary", "show", "styled", "up_summary"]
 
 
 def show(display: Display, result: Any, *, as_json: bool = False, **options: Any) -> None:

@@ -53,6 +53,14 @@ def show_down(display: Display, result: DownResult) -> None:
             )
 
 
+def up_summary(result: UpResult) -> str:
+    done = "verified" if result.smoke is not None else "left unverified (--no-smoke)"
+    nodes = f"cluster {result.cluster}: {result.nodes} node(s)"
+    if result.path == "unchanged":
+        return f"{nodes} unchanged since the last up and {done} in {result.seconds:.0f} s"
+    return f"{nodes} provisioned ({result.changes} change(s)) and {done} in {result.seconds:.0f} s"
+
+
 def down_summary(result: DownResult) -> str:
     changes = sum(s.changed for s in result.playbook.hosts.values()) if result.playbook else 0
     where = ", ".join(result.nodes)

@@ -13,6 +13,7 @@ from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.lockfile import Source
 from mpicluster.errors import MpiclusterError, UsageError
+from mpicluster.nodes import facts as node_facts
 from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
@@ -89,6 +90,27 @@ def fetch(
                 cache.root, platform, wanted, progress, offline=offline
             )
     return FetchResult(files, houses)
+
+
+def fetch_for(
+    inventory: Inventory,
+    progress: Progress,
+    *,
+    python: str | None = None,
+    arch: str = "x86_64",
+    cuda: str | None = None,
+) -> FetchResult:
+    """`mpicluster fetch`: what the nodes need, asked over SSH; or, given `python` (nodes
+    that cannot be reached), the platforms it and `arch`/`cuda` describe, with UCX's
+    sources unless the inventory turns UCX off."""
+    if python:
+        wanted = platforms_unasked(inventory, python, arch, cuda)
+        ucx = inventory.stack.ucx.enabled is not False
+    else:
+        facts = node_facts.gather(inventory)
+        wanted = list(platforms(inventory, facts).values())
+        ucx = sources.ucx_wanted(inventory, facts)
+    return fetch(inventory, wanted, progress, ucx=ucx)
 
 
 def nvml_requirements(inventory: Inventory, platforms: list[Platform]) -> list[str]:

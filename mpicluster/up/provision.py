@@ -37,6 +37,8 @@ class UpResult:
     why: str = ""
     #: Seconds until every node's probe had answered (and the stack was planned).
     probe_seconds: float = 0.0
+    #: How many nodes the inventory names.
+    nodes: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -178,7 +180,7 @@ def _provision(
 ) -> UpResult:
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
-    result = UpResult(inventory.cluster)
+    result = UpResult(inventory.cluster, nodes=len(inventory.nodes))
     progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
     plan = ClusterPlan.of(inventory)
     facts = node_facts.gather(inventory, applied=True)
