@@ -196,7 +196,7 @@ class _Node:
 
 
 class Fleet:
-    """What run_on / run_everywhere read from an Inventory: nodes and node_ssh."""
+    """What run_on / run_everywhere read from a ClusterPlan: nodes and node_ssh."""
 
     def __init__(self, ssh: ResolvedSsh, count: int):
         self.ssh = ssh

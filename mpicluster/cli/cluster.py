@@ -10,6 +10,7 @@ import typer
 from mpicluster import exitcodes, render
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
 from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display, PlaybookView
 
 
@@ -122,7 +123,8 @@ def smoke(
 
     display = Display()
     with guarded(display):
-        report = run_smoke(load_inventory(inventory), display.progress, all_pairs=all_pairs)
+        plan = ClusterPlan.of(load_inventory(inventory))
+        report = run_smoke(plan, display.progress, all_pairs=all_pairs)
         render.show(display, report, as_json=json_output)
         if not report.ok:
             raise typer.Exit(exitcodes.SMOKE_FAILED)
@@ -172,7 +174,8 @@ def hostfile(
         if fmt not in hostfiles.FORMATS:
             raise UsageError(f"--format {fmt!r}: one of {', '.join(hostfiles.FORMATS)}")
         inv = load_inventory(inventory)
-        cores = node_facts.cores(node_facts.gather(inv)) if hostfiles.needs_cores(inv) else {}
+        needs = hostfiles.needs_cores(inv)
+        cores = node_facts.cores(node_facts.gather(ClusterPlan.of(inv))) if needs else {}
         display.text(hostfiles.render(hostfiles.slots(inv, cores), fmt))
 
 

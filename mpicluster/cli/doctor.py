@@ -9,6 +9,7 @@ import typer
 from mpicluster import exitcodes, render
 from mpicluster.cli.common import InventoryArg, guarded
 from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 
 CheckOpt = Annotated[
@@ -83,7 +84,7 @@ def doctor(
     # a crash must not read as "warnings only" (exit 1)
     with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
         report = run_doctor(
-            load_inventory(inventory),
+            ClusterPlan.of(load_inventory(inventory)),
             checks=check,
             timeout=timeout,
             all_pairs=all_pairs,

@@ -11,6 +11,7 @@ import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
 from mpicluster.cluster.inventory import Inventory, load_inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 from mpicluster.render import Display
 
@@ -141,14 +142,15 @@ def run(
         options = _options(
             program, np, per_node, hosts, map_by, env, env_file, torch, launcher, debug, via
         )
+        plan = ClusterPlan.of(inv)
         if inspect:
-            _inspect(display, inv, as_json=json_output)
+            _inspect(display, plan, as_json=json_output)
             return
-        synced = _prepared(display, inv, options, sync, sync_to, dry_run=dry_run)
+        synced = _prepared(display, plan, options, sync, sync_to, dry_run=dry_run)
         if synced is not None:
             chdir = chdir or synced.destination
-        watch = _hang_watch(display, inv, options, hang_timeout, keep_hung)
-        _job(display, inv, options, synced, chdir, tag, watch, dry_run, json_output)
+        watch = _hang_watch(display, plan, options, hang_timeout, keep_hung)
+        _job(display, plan, options, synced, chdir, tag, watch, dry_run, json_output)
 
 
 def _judged(
@@ -213,12 +215,12 @@ def _options(
     )
 
 
-def _inspect(display: Display, inv: Inventory, *, as_json: bool) -> None:
+def _inspect(display: Display, plan: ClusterPlan, *, as_json: bool) -> None:
     """--inspect: where the ranks of the jobs running on the nodes are; exit 1 if none."""
     from mpicluster.render.run import show_inspect
     from mpicluster.run import hang_report as hang
 
-    report = hang.inspect(inv, inv.nodes, "*", display.progress)
+    report = hang.inspect(plan, plan.nodes, "*", display.progress)
     show_inspect(display, report, as_json=as_json)
     if not report.ranks:
         raise typer.Exit(1)
@@ -226,7 +228,7 @@ def _inspect(display: Display, inv: Inventory, *, as_json: bool) -> None:
 
 def _prepared(
     display: Display,
-    inv: Inventory,
+    plan: ClusterPlan,
     options: RunOptions,
     sync: Path | None,
     sync_to: str | None,
@@ -238,15 +240,15 @@ def _prepared(
     from mpicluster.run.job import sync_nodes
     from mpicluster.run.launch import validate
 
-    validate(inv, options, os.environ)
+    validate(plan.inventory, options, os.environ)
     if sync is None or dry_run:
         return None
-    return sync_nodes(inv, options, sync, sync_to, display.progress)
+    return sync_nodes(plan, options, sync, sync_to, display.progress)
 
 
 def _hang_watch(
     display: Display,
-    inv: Inventory,
+    plan: ClusterPlan,
     options: RunOptions,
     hang_timeout: float | None,
     keep_hung: bool,
@@ -258,11 +260,11 @@ def _hang_watch(
     from mpicluster.run import hang_report as hang
     from mpicluster.run.job import HangWatch
 
-    hosts = set(options.hosts) or {n.name for n in inv.nodes}
+    hosts = set(options.hosts) or {n.name for n in plan.nodes}
     return HangWatch(
         hang_timeout,
         lambda job: hang.inspect(
-            inv, [n for n in inv.nodes if n.name in hosts], job, display.progress
+            plan, [n for n in plan.nodes if n.name in hosts], job, display.progress
         ),
         lambda report: show_hang(display, report, hang_timeout),
         stop=not keep_hung,
@@ -271,7 +273,7 @@ def _hang_watch(
 
 def _job(
     display: Display,
-    inv: Inventory,
+    plan: ClusterPlan,
     options: RunOptions,
     synced: SyncResult | None,
     chdir: str | None,
@@ -287,7 +289,7 @@ def _job(
     printer = LinePrinter(tag=tag, stdout_to_stderr=as_json)
     terminate_as_interrupt()
     result = run_job(
-        inv,
+        plan,
         options,
         dict(os.environ),
         printer.line,

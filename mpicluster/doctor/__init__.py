@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
-from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor.model import DoctorReport
 from mpicluster.errors import UsageError
 
@@ -31,7 +31,7 @@ def select_checks(wanted: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def run_doctor(
-    inventory: Inventory,
+    plan: ClusterPlan,
     *,
     checks: Iterable[str] | None = None,
     timeout: float | None = None,
@@ -55,11 +55,11 @@ def run_doctor(
         raise UsageError(f"--timeout {timeout}: must be more than 0 seconds (and finite)")
     options = Options(
         checks=selected,
-        timeout=float(timeout or inventory.ssh.connect_timeout),
+        timeout=float(timeout or plan.inventory.ssh.connect_timeout),
         all_pairs=all_pairs,
         seed=seed,
         workers=workers or DEFAULT_WORKERS,
     )
-    found = gather(inventory, options, progress)
+    found = gather(plan, options, progress)
     reports = [check.run(found) for check in CHECKS if check.name in selected]
-    return DoctorReport(inventory.cluster, reports, time.monotonic() - started)
+    return DoctorReport(plan.cluster, reports, time.monotonic() - started)

@@ -274,16 +274,14 @@ class Prover:
         # without it then fails at once (named), instead of the others waiting for it.
         facts = self.found.facts(head) or {}
         mpirun, _ = mpirun_of(facts)
-        inventory = self.found.inventory
-        node = next(n for n in inventory.nodes if n.name == head)
         argv = build_argv(
             mpirun or "mpirun",
             hosts=hosts,
             ranks=ranks,
             timeout=timeout,
             python=self.found.layout.python,
-            root=inventory.node_ssh(node).user == "root",
-            network_args=mpirun_network_args(inventory.network, major_version(facts)),
+            root=self.found.sessions[head].ssh.user == "root",
+            network_args=mpirun_network_args(self.found.inventory.network, major_version(facts)),
             major=major_version(facts),
             require_mpi=hosts is not None and self.mpi_somewhere,
             per_node=per_node,

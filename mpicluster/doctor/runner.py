@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from mpicluster.cluster import layout, mpi_settings
 from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.validators import is_ip
 from mpicluster.doctor import launch_proof
 from mpicluster.doctor.launch_proof import LaunchProof
@@ -143,11 +144,10 @@ def mpi_address(inventory: Inventory, name: str, facts: dict | None) -> str | No
     return None
 
 
-def gather(inventory: Inventory, options: Options, progress: Progress) -> Gathered:
-    lay = Layout.of(inventory)
-    sessions = sessions_for(inventory)
-    seed = options.seed if options.seed is not None else pair_plan.seed_for(inventory.cluster)
-    found = Gathered(inventory, lay, options, sessions, seed=seed)
+def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
+    sessions = sessions_for(plan)
+    seed = options.seed if options.seed is not None else pair_plan.seed_for(plan.cluster)
+    found = Gathered(plan.inventory, plan.layout, options, sessions, seed=seed)
     names = found.names
     found.plan = pair_plan.plan(names, all_pairs=options.all_pairs, seed=seed)
     found.sampled = pair_plan.is_sampled(len(names), options.all_pairs)
@@ -161,16 +161,16 @@ def gather(inventory: Inventory, options: Options, progress: Progress) -> Gather
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             progress(f"Connecting to {len(names)} node(s)")
-            specs = {name: _spec(inventory, lay, name, token, deadline, options) for name in names}
+            specs = {name: _spec(plan, name, token, deadline, options) for name in names}
             list(pool.map(lambda s: _open(s, specs[s.name], options), sessions.values()))
             if options.needs_probe and options.needs_exchange:
                 progress("Checking node pairs: clocks, TCP ports, ssh mesh")
                 _exchange(found, pool, pairs_budget)
             if options.needs_probe and options.needs_launch:
                 found.launch = launch_proof.prove(found, pool, progress)
-            if options.needs_slurm and inventory.scheduler is not None:
+            if options.needs_slurm and plan.inventory.scheduler is not None:
                 progress("Checking Slurm: daemons, munge, slurm.conf, node states, a PMIx launch")
-                found.slurm = gather_facts(inventory)
+                found.slurm = gather_facts(plan)
     finally:
         for session in sessions.values():
             with contextlib.suppress(ProbeError):
@@ -179,23 +179,21 @@ def gather(inventory: Inventory, options: Options, progress: Progress) -> Gather
     return found
 
 
-def _spec(
-    inventory: Inventory, lay: Layout, name: str, token: str, deadline: float, options: Options
-) -> dict:
-    node = next(n for n in inventory.nodes if n.name == name)
+def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Options) -> dict:
+    node = next(n for n in plan.nodes if n.name == name)
     return {
-        "cluster": inventory.cluster,
+        "cluster": plan.cluster,
         "token": token,
         "deadline": deadline,
         "listen": options.needs_ports,
-        "names": [n.name for n in inventory.nodes],
+        "names": [n.name for n in plan.nodes],
         "gpus": node.gpus,
         "files": list(layout.CONFIG_FILES),
         "mpi_variables": list(mpi_settings.VARIABLES),
         "resolve_timeout": min(5, options.timeout),
         "layout": {
-            **lay.as_vars(),
-            "cuda_home": inventory.stack.cuda_home if node.gpus else None,
+            **plan.layout.as_vars(),
+            "cuda_home": plan.inventory.stack.cuda_home if node.gpus else None,
         },
     }
 

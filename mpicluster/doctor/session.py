@@ -20,7 +20,8 @@ import paramiko
 from fabric import Connection
 
 from mpicluster import remote
-from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.cluster.inventory import Node, ResolvedSsh
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 from mpicluster.util.text import last_line
 
@@ -180,8 +181,8 @@ class NodeSession:
             transport.close(self.client)
 
 
-def sessions_for(inventory: Inventory) -> dict[str, NodeSession]:
-    return {n.name: NodeSession(n, inventory.node_ssh(n)) for n in inventory.nodes}
+def sessions_for(plan: ClusterPlan) -> dict[str, NodeSession]:
+    return {n.name: NodeSession(n, plan.node_ssh(n)) for n in plan.nodes}
 
 
 def describe(ssh: ResolvedSsh, exc: BaseException) -> str:

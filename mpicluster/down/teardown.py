@@ -113,7 +113,7 @@ def teardown(
     with cluster_lock(inventory.cluster):
         if not keep_stack:
             progress(f"Looking for jobs on the stack on {len(targets.nodes)} node(s)")
-            facts = node_facts.gather(targets, reachable_only=True)
+            facts = node_facts.gather(ClusterPlan.of(targets), reachable_only=True)
             node_facts.check_no_job(facts, list(facts), "removing the stack")
         if node is not None:
             rest = without(inventory, node)
@@ -125,7 +125,7 @@ def teardown(
                 return result
         progress(f"Running playbooks/down.yml on {len(targets.nodes)} node(s)")
         result.playbook = run_playbook(
-            targets,
+            ClusterPlan.of(targets),
             "down.yml",
             runs_dir=cluster_dir(inventory.cluster) / "runs",
             label="down",

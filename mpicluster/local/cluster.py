@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.local import host, image
 from mpicluster.local.podman import Podman
@@ -255,7 +256,7 @@ def _probe(
     while True:
         targets = [n for n in inventory.nodes if n.name in pending]
         results = transport.run_everywhere(
-            inventory, "hostname; ip -4 -o addr show", nodes=targets, timeout=15
+            ClusterPlan.of(inventory), "hostname; ip -4 -o addr show", nodes=targets, timeout=15
         )
         for name, node in list(pending.items()):
             _judge(node, results.get(name))

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from mpicluster import exitcodes, remote
-from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import host_keys
 from mpicluster.util.files import write_atomic
 from mpicluster.util.paths import data_path
@@ -126,10 +126,10 @@ class PlaybookResult:
         return exitcodes.FAILED if self.rc != 0 else exitcodes.OK
 
 
-def ssh_args(inventory: Inventory) -> str:
+def ssh_args(plan: ClusterPlan) -> str:
     """OpenSSH options for the control connection: host keys always checked."""
     policy = host_keys.openssh_options(
-        inventory.known_hosts_path(), inventory.ssh.accept_new_host_keys
+        plan.inventory.known_hosts_path(), plan.inventory.ssh.accept_new_host_keys
     )
     args = [
         "-o ControlMaster=auto",
@@ -137,19 +137,19 @@ def ssh_args(inventory: Inventory) -> str:
         *(f"-o {shlex.quote(option)}" for option in policy),
         "-o BatchMode=yes",
         "-o ServerAliveInterval=15",
-        f"-o ConnectTimeout={inventory.ssh.connect_timeout}",
+        f"-o ConnectTimeout={plan.inventory.ssh.connect_timeout}",
     ]
     return " ".join(args)
 
 
 def hosts_yaml(
-    inventory: Inventory,
+    plan: ClusterPlan,
     host_vars: dict[str, dict[str, Any]],
     groups: dict[str, list[str]] | None = None,
 ) -> str:
     hosts = {}
-    for node in inventory.nodes:
-        ssh = inventory.node_ssh(node)
+    for node in plan.nodes:
+        ssh = plan.node_ssh(node)
         entry: dict[str, Any] = {
             "ansible_host": ssh.host,
             "ansible_user": ssh.user,
@@ -189,8 +189,8 @@ def runner_env(run_dir: Path, bin_dir: str) -> dict[str, str]:
     }
 
 
-def ansible_cfg(inventory: Inventory, playbooks: Path) -> str:
-    forks = max(5, min(100, len(inventory.nodes)))
+def ansible_cfg(plan: ClusterPlan, playbooks: Path) -> str:
+    forks = max(5, min(100, len(plan.nodes)))
     return f"""\
 # Written by mpicluster for this run.
 [defaults]
@@ -199,7 +199,7 @@ library = {playbooks / "library"}
 module_utils = {remote.MODULE_UTILS}
 host_key_checking = True
 forks = {forks}
-timeout = {inventory.ssh.connect_timeout}
+timeout = {plan.inventory.ssh.connect_timeout}
 gathering = explicit
 retry_files_enabled = False
 interpreter_python = {remote.PYTHON}
@@ -207,20 +207,20 @@ display_skipped_hosts = False
 nocows = 1
 
 [privilege_escalation]
-become = {inventory.ssh.become}
+become = {plan.inventory.ssh.become}
 # absolute, so a node whose PATH is broken can still be repaired
 become_exe = /usr/bin/sudo
 
 [ssh_connection]
 pipelining = True
-ssh_args = {ssh_args(inventory)}
+ssh_args = {ssh_args(plan)}
 """
 
 
 def prepare_run(
     runs_dir: Path,
     label: str,
-    inventory: Inventory,
+    plan: ClusterPlan,
     extravars: dict[str, Any],
     host_vars: dict[str, dict[str, Any]],
     playbook: str,
@@ -231,9 +231,9 @@ def prepare_run(
     run_dir = runs_dir / f"{stamp}-{label}"
     (run_dir / "runner").mkdir(parents=True)
     playbooks = data_path("playbooks")
-    write_atomic(run_dir / "hosts.yml", hosts_yaml(inventory, host_vars, groups))
+    write_atomic(run_dir / "hosts.yml", hosts_yaml(plan, host_vars, groups))
     write_atomic(run_dir / "vars.yml", yaml.safe_dump(extravars, sort_keys=True))
-    write_atomic(run_dir / "ansible.cfg", ansible_cfg(inventory, playbooks))
+    write_atomic(run_dir / "ansible.cfg", ansible_cfg(plan, playbooks))
     command = (
         f"ANSIBLE_CONFIG={shlex.quote(str(run_dir / 'ansible.cfg'))} "
         f"ansible-playbook -i {shlex.quote(str(run_dir / 'hosts.yml'))} "
@@ -245,7 +245,7 @@ def prepare_run(
 
 
 def run_playbook(
-    inventory: Inventory,
+    plan: ClusterPlan,
     playbook: str,
     *,
     runs_dir: Path,
@@ -258,9 +258,9 @@ def run_playbook(
     import ansible_runner
 
     run_dir, command = prepare_run(
-        runs_dir, label, inventory, extravars, host_vars or {}, playbook, groups
+        runs_dir, label, plan, extravars, host_vars or {}, playbook, groups
     )
-    hosts = {node.name: HostStats(node.name) for node in inventory.nodes}
+    hosts = {node.name: HostStats(node.name) for node in plan.nodes}
     sink = on_event or (lambda event: None)
     collector = _Collector(hosts, sink)
     cancel = threading.Event()

@@ -11,6 +11,7 @@ from typing import Any
 from mpicluster import exitcodes, remote
 from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import APPLIED
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import transport
 from mpicluster.util.text import last_line
@@ -30,18 +31,16 @@ class HostsUnreachable(MpiclusterError):
         super().__init__(f"{first[0]}: {first[1]}{more}; nothing was changed on any node")
 
 
-def gather(inventory: Inventory, *, reachable_only: bool = False, applied: bool = False) -> Facts:
+def gather(plan: ClusterPlan, *, reachable_only: bool = False, applied: bool = False) -> Facts:
     """Every node's facts (mpicluster/remote/nodeinfo.py); HostsUnreachable naming each
     node that cannot be reached and why (`reachable_only`: the facts of those that can
     be, for `down`, which reports the others itself; `applied`: with each node's identity
     and its standing against the record of the last `up`, for `up`'s fast path)."""
-    argv = [remote.PYTHON, "-", inventory.stack.prefix, inventory.stack.cuda_home]
+    argv = [remote.PYTHON, "-", plan.inventory.stack.prefix, plan.inventory.stack.cuda_home]
     if applied:
         argv.append(APPLIED)
     command = " ".join(shlex.quote(a) for a in argv)
-    results = transport.run_everywhere(
-        inventory, command, stdin=remote.script("nodeinfo"), timeout=60
-    )
+    results = transport.run_everywhere(plan, command, stdin=remote.script("nodeinfo"), timeout=60)
     reasons = {}
     facts = {}
     for name, result in results.items():

@@ -30,7 +30,8 @@ import paramiko
 from fabric import Config, Connection
 from paramiko.config import SSHConfig
 
-from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.cluster.inventory import Node, ResolvedSsh
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import host_keys
 from mpicluster.nodes.host_keys import UnknownHostKey
 
@@ -203,14 +204,14 @@ def run_command(
 
 
 def run_on(
-    inventory: Inventory,
+    plan: ClusterPlan,
     node: Node,
     command: str,
     *,
     timeout: float = 30,
     stdin: str | None = None,
 ) -> RemoteResult:
-    ssh = inventory.node_ssh(node)
+    ssh = plan.node_ssh(node)
     started = time.monotonic()
     try:
         conn = connect(ssh)
@@ -236,7 +237,7 @@ def run_on(
 
 
 def run_everywhere(
-    inventory: Inventory,
+    plan: ClusterPlan,
     command: str | Callable[[Node], str],
     *,
     nodes: Iterable[Node] | None = None,
@@ -245,13 +246,13 @@ def run_everywhere(
     stdin: str | None = None,
 ) -> dict[str, RemoteResult]:
     """Run a command on every node (or `nodes`) in parallel, at most `workers` at once."""
-    targets = list(nodes if nodes is not None else inventory.nodes)
+    targets = list(nodes if nodes is not None else plan.nodes)
     if not targets:
         return {}
 
     def one(node: Node) -> RemoteResult:
         text = command(node) if callable(command) else command
-        return run_on(inventory, node, text, timeout=timeout, stdin=stdin)
+        return run_on(plan, node, text, timeout=timeout, stdin=stdin)
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
         results = list(pool.map(one, targets))

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mpicluster import remote
-from mpicluster.cluster.inventory import Inventory, Node
+from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 
 #: Frames from these places are the libraries', not the program's.
@@ -118,13 +119,11 @@ def summarize(collected: dict[str, dict]) -> HangReport:
     return report
 
 
-def collect(
-    inventory: Inventory, nodes: Iterable[Node], job: str, layout: Layout
-) -> dict[str, dict]:
+def collect(plan: ClusterPlan, nodes: Iterable[Node], job: str, layout: Layout) -> dict[str, dict]:
     """Every node's rank stacks, read in parallel; a node that cannot be read says why."""
     command = " ".join(shlex.quote(a) for a in (remote.PYTHON, "-", job, layout.pyspy or ""))
     results = transport.run_everywhere(
-        inventory, command, nodes=nodes, stdin=remote.script("stacks"), timeout=TIMEOUT
+        plan, command, nodes=nodes, stdin=remote.script("stacks"), timeout=TIMEOUT
     )
     collected = {}
     for name, result in results.items():
@@ -140,8 +139,8 @@ def collect(
 
 
 def inspect(
-    inventory: Inventory, nodes: Iterable[Node], job: str, progress: Callable[[str], None]
+    plan: ClusterPlan, nodes: Iterable[Node], job: str, progress: Callable[[str], None]
 ) -> HangReport:
     targets = list(nodes)
     progress(f"Reading the ranks' Python stacks on {len(targets)} node(s) (py-spy)")
-    return summarize(collect(inventory, targets, job, Layout.of(inventory)))
+    return summarize(collect(plan, targets, job, plan.layout))

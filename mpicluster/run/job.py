@@ -27,7 +27,8 @@ import paramiko
 from mpicluster import remote
 from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster import layout
-from mpicluster.cluster.inventory import Inventory, Node
+from mpicluster.cluster.inventory import Node
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import mpi_version, transport
 from mpicluster.run import launch, sync
@@ -83,27 +84,27 @@ class JobResult:
         return self.__dict__ | {"ok": self.ok, "hang": hang}
 
 
-def head_node(inventory: Inventory, options: RunOptions) -> Node:
+def head_node(plan: ClusterPlan, options: RunOptions) -> Node:
     """Where mpirun runs: the first node of --hosts, else the inventory's first."""
-    launch.check_hosts(inventory, options.hosts)
+    launch.check_hosts(plan.inventory, options.hosts)
     if options.hosts:
-        return next(n for n in inventory.nodes if n.name == options.hosts[0])
-    return inventory.nodes[0]
+        return next(n for n in plan.nodes if n.name == options.hosts[0])
+    return plan.nodes[0]
 
 
 def sync_nodes(
-    inventory: Inventory,
+    plan: ClusterPlan,
     options: RunOptions,
     source: Path,
     to: str | None,
     progress: Progress,
 ) -> sync.SyncResult:
     """The job's folder on every node it runs on (the head first, then the others)."""
-    head = head_node(inventory, options)
-    chosen = set(options.hosts) if options.hosts else {n.name for n in inventory.nodes}
-    others = [n for n in inventory.nodes if n.name in chosen and n.name != head.name]
+    head = head_node(plan, options)
+    chosen = set(options.hosts) if options.hosts else {n.name for n in plan.nodes}
+    others = [n for n in plan.nodes if n.name in chosen and n.name != head.name]
     destination = sync.destination_for(source, to)
-    return sync.sync_tree(inventory, source, destination, head, others, progress)
+    return sync.sync_tree(plan, source, destination, head, others, progress)
 
 
 #: A free TCP port on the head, for PyTorch's rendezvous.
@@ -240,7 +241,7 @@ class _Streams:
 
 
 def run_job(
-    inventory: Inventory,
+    plan: ClusterPlan,
     options: RunOptions,
     control_env: Mapping[str, str],
     on_line: OnLine,
@@ -250,9 +251,9 @@ def run_job(
     dry_run: bool = False,
     hang: HangWatch | None = None,
 ) -> JobResult:
-    launch.validate(inventory, options, control_env)
-    head = head_node(inventory, options)
-    ssh = inventory.node_ssh(head)
+    launch.validate(plan.inventory, options, control_env)
+    head = head_node(plan, options)
+    ssh = plan.node_ssh(head)
     started = time.monotonic()
     try:
         conn = transport.connect(ssh)
@@ -262,14 +263,14 @@ def run_job(
         _, out, _ = transport.run_command(conn.client, FACTS_COMMAND, 30)
         facts = parse_head_facts(out)
         job_id = "" if dry_run else uuid.uuid4().hex[:12]
-        plan = launch.build(inventory, options, facts, control_env, job_id=job_id)
+        job = launch.build(plan.inventory, options, facts, control_env, job_id=job_id)
         if dry_run:
-            return JobResult(0, plan.command(), plan.ranks, time.monotonic() - started)
+            return JobResult(0, job.command(), job.ranks, time.monotonic() - started)
         progress(
-            f"Running on {plan.ranks} rank(s): "
-            + ", ".join(f"{n} x{c}" for n, c in plan.placement.items())
+            f"Running on {job.ranks} rank(s): "
+            + ", ".join(f"{n} x{c}" for n, c in job.placement.items())
         )
-        return _stream(conn.client, plan, cwd, on_line, started, hang, job_id, head.name)
+        return _stream(conn.client, job, cwd, on_line, started, hang, job_id, head.name)
     except (paramiko.SSHException, OSError, TimeoutError) as exc:
         raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
     finally:

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.cluster.inventory import Node, ResolvedSsh
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, ToolMissingError, UsageError
 from mpicluster.nodes import host_keys, transport
 from mpicluster.util.text import telling_line
@@ -95,7 +96,7 @@ def fan_out_script(destination: str, nodes: list[str]) -> str:
 
 
 def sync_tree(
-    inventory: Inventory,
+    plan: ClusterPlan,
     source: Path,
     destination: str,
     head: Node,
@@ -108,7 +109,7 @@ def sync_tree(
         raise ToolMissingError("rsync is not installed here (apt-get install rsync)")
     started = time.monotonic()
     result = SyncResult(destination)
-    ssh = inventory.node_ssh(head)
+    ssh = plan.node_ssh(head)
     progress(f"Syncing {source} to {head.name}:{destination}")
     argv = [
         "rsync",
@@ -129,9 +130,7 @@ def sync_tree(
     if others:
         progress(f"Syncing from {head.name} to {len(others)} other node(s)")
         names = [n.name for n in others]
-        answer = transport.run_on(
-            inventory, head, fan_out_script(destination, names), timeout=TIMEOUT
-        )
+        answer = transport.run_on(plan, head, fan_out_script(destination, names), timeout=TIMEOUT)
         if answer.error:
             raise MpiclusterError(f"--sync from {head.name}: {answer.error}")
         seen = {}

@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mpicluster.cluster.inventory import Inventory
-from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 from mpicluster.slurm.config import SLURM_CONF
 from mpicluster.slurm.smoke import judge_world, not_ready, parse_sinfo, pmix_now
@@ -98,18 +97,17 @@ def parse_node(text: str) -> SlurmNode:
     return node
 
 
-def gather(inventory: Inventory) -> SlurmFacts:
-    lay = Layout.of(inventory)
-    controller = inventory.controller or inventory.nodes[0]
+def gather(plan: ClusterPlan) -> SlurmFacts:
+    controller = plan.inventory.controller or plan.nodes[0]
     found = SlurmFacts(controller.name)
-    said = transport.run_on(inventory, controller, CONTROLLER_COMMAND, timeout=90)
+    said = transport.run_on(plan, controller, CONTROLLER_COMMAND, timeout=90)
     credential, ping, conf, states, reasons = (said.stdout.split("@@\n") + [""] * 5)[:5]
     credential = credential.strip()
     if said.error or not credential.startswith("MUNGE:"):
         found.credential_error = said.error or said.stderr.strip()[-200:] or "no credential"
         credential = ""
-    results = transport.run_everywhere(inventory, NODE_COMMAND, timeout=30, stdin=credential + "\n")
-    for node in inventory.nodes:
+    results = transport.run_everywhere(plan, NODE_COMMAND, timeout=30, stdin=credential + "\n")
+    for node in plan.nodes:
         result = results[node.name]
         if result.error:
             found.nodes[node.name] = SlurmNode(False, error=result.error)
@@ -130,7 +128,7 @@ def gather(inventory: Inventory) -> SlurmFacts:
         for daemon in ("munged", "slurmd")
         if node.reached and not node.daemons.get(daemon)
     ]
-    busy = not_ready(found.states, [n.name for n in inventory.nodes])
+    busy = not_ready(found.states, [n.name for n in plan.nodes])
     if dead:
         found.launch_skipped = "; ".join(dead)
         return found
@@ -139,14 +137,14 @@ def gather(inventory: Inventory) -> SlurmFacts:
             f"{name} {state}" for name, state in busy.items()
         )
         return found
-    found.launch_command = pmix_now(inventory, lay)
+    found.launch_command = pmix_now(plan)
     launched = transport.run_on(
-        inventory,
+        plan,
         controller,
         f"timeout -k 5 {LAUNCH_TIMEOUT} {found.launch_command}",
         timeout=LAUNCH_TIMEOUT + 20,
     )
-    problem, cause = judge_world(launched.stdout, len(inventory.nodes))
+    problem, cause = judge_world(launched.stdout, len(plan.nodes))
     found.launch_ok = launched.exit_code == 0 and not problem
     if not found.launch_ok:
         said = (launched.error or launched.stderr or launched.stdout).strip().splitlines()

@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from mpicluster.cluster import layout
-from mpicluster.cluster.inventory import Inventory, Node
-from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.inventory import Node
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 from mpicluster.util.text import last_line
 
@@ -69,25 +69,24 @@ class SlurmSmoke:
         }
 
 
-def run_slurm_smoke(inventory: Inventory, on_progress=None) -> SlurmSmoke:
+def run_slurm_smoke(plan: ClusterPlan, on_progress=None) -> SlurmSmoke:
     progress = on_progress or (lambda message: None)
-    lay = Layout.of(inventory)
-    controller = inventory.controller or inventory.nodes[0]
+    controller = plan.inventory.controller or plan.nodes[0]
     report = SlurmSmoke(controller.name)
     steps = [
         ("munge", "a munge credential from the controller decodes on every node", munge_step),
         ("ping", "scontrol ping", ping_step),
         ("nodes", "sinfo shows every node idle", nodes_step),
-        ("srun", f"srun -N{len(inventory.nodes)} on every node", srun_step),
+        ("srun", f"srun -N{len(plan.nodes)} on every node", srun_step),
         ("pmix", "srun --mpi=pmix: the mpi4py allreduce as one world", pmix_step),
         ("sbatch", "sbatch: the same allreduce as a batch job", sbatch_step),
     ]
-    if inventory.gpu_nodes:
+    if plan.inventory.gpu_nodes:
         steps.append(("gpu", "srun --gres=gpu:1 nvidia-smi -L", gpu_step))
     for name, what, run in steps:
         progress(f"Slurm smoke test: {what}")
         started = time.monotonic()
-        step = run(inventory, lay, controller)
+        step = run(plan, controller)
         step.name, step.seconds = name, round(time.monotonic() - started, 1)
         report.steps.append(step)
         if not step.ok:
@@ -95,9 +94,9 @@ def run_slurm_smoke(inventory: Inventory, on_progress=None) -> SlurmSmoke:
     return report
 
 
-def _ctl(inventory: Inventory, controller: Node, command: str, timeout: float = STEP_TIMEOUT):
+def _ctl(plan: ClusterPlan, controller: Node, command: str, timeout: float = STEP_TIMEOUT):
     return transport.run_on(
-        inventory, controller, f"timeout -k 5 {int(timeout)} {command}", timeout=timeout + 15
+        plan, controller, f"timeout -k 5 {int(timeout)} {command}", timeout=timeout + 15
     )
 
 
@@ -114,8 +113,8 @@ def _said(result) -> str:
     )
 
 
-def munge_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    made = _ctl(inventory, controller, "munge -n", 30)
+def munge_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
+    made = _ctl(plan, controller, "munge -n", 30)
     credential = made.stdout.strip()
     if made.error or made.exit_code != 0 or not credential.startswith("MUNGE:"):
         return SlurmStep(
@@ -125,9 +124,9 @@ def munge_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep
             cause="munged is not running there: `mpicluster up` starts it",
             command="munge -n",
         )
-    decoded = transport.run_everywhere(inventory, "unmunge", timeout=30, stdin=credential + "\n")
+    decoded = transport.run_everywhere(plan, "unmunge", timeout=30, stdin=credential + "\n")
     bad = {}
-    for node in inventory.nodes:
+    for node in plan.nodes:
         result = decoded[node.name]
         text = result.stdout + result.stderr
         if result.error or result.exit_code != 0 or "STATUS:" not in text:
@@ -141,7 +140,7 @@ def munge_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep
             cause=munge_cause(" ".join(bad.values())),
             command=f"munge -n on {controller.name} | unmunge on each node",
         )
-    return SlurmStep("munge", True, detail=f"decoded on all {len(inventory.nodes)} nodes")
+    return SlurmStep("munge", True, detail=f"decoded on all {len(plan.nodes)} nodes")
 
 
 def munge_cause(said: str) -> str:
@@ -157,8 +156,8 @@ def munge_cause(said: str) -> str:
     return "run `mpicluster doctor` (its slurm check reads every node's munge)"
 
 
-def ping_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    result = _ctl(inventory, controller, "scontrol ping", 30)
+def ping_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
+    result = _ctl(plan, controller, "scontrol ping", 30)
     if result.exit_code == 0 and "is UP" in result.stdout:
         return SlurmStep("ping", True, detail=last_line(result.stdout), command="scontrol ping")
     return SlurmStep(
@@ -199,11 +198,11 @@ def not_ready(states: dict[str, str], nodes: list[str]) -> dict[str, str]:
 DAEMONS_DOWN = "for d in munged slurmd; do pgrep -x $d >/dev/null || echo $d; done"
 
 
-def nodes_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    names = [n.name for n in inventory.nodes]
+def nodes_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
+    names = [n.name for n in plan.nodes]
     # First the daemons themselves: a job sent to a node whose slurmd is dead (before
     # slurmctld notices, up to 5 minutes) leaves that node COMPLETING until it does.
-    found = transport.run_everywhere(inventory, DAEMONS_DOWN, timeout=30)
+    found = transport.run_everywhere(plan, DAEMONS_DOWN, timeout=30)
     dead = {
         name: result.error or " and ".join(result.stdout.split())
         for name, result in found.items()
@@ -220,7 +219,7 @@ def nodes_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep
         )
     deadline = time.monotonic() + REGISTER_WAIT
     while True:
-        result = _ctl(inventory, controller, "sinfo -h -N -o '%N|%T'", 30)
+        result = _ctl(plan, controller, "sinfo -h -N -o '%N|%T'", 30)
         states = parse_sinfo(result.stdout)
         waiting = not_ready(states, names)
         if result.exit_code == 0 and not waiting:
@@ -228,7 +227,7 @@ def nodes_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep
         if time.monotonic() > deadline:
             break
         time.sleep(2)
-    reasons = _ctl(inventory, controller, "sinfo -h -R -o '%n|%E'", 30)
+    reasons = _ctl(plan, controller, "sinfo -h -R -o '%n|%E'", 30)
     why = parse_sinfo(reasons.stdout)
     listed = ", ".join(
         f"{name} {state}" + (f" ({why[name]})" if why.get(name) else "")
@@ -257,13 +256,13 @@ def nodes_cause(waiting: dict[str, str], why: dict[str, str]) -> str:
     return "run `mpicluster doctor` (its slurm check reads every node's daemons and slurm.conf)"
 
 
-def srun_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    count = len(inventory.nodes)
+def srun_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
+    count = len(plan.nodes)
     # --immediate: a node that stopped answering since sinfo looked would queue the job
     command = f"srun -N{count} --ntasks-per-node=1 -t 2 --immediate=30 printenv SLURMD_NODENAME"
-    result = _ctl(inventory, controller, command)
+    result = _ctl(plan, controller, command)
     seen = sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
-    missing = [n.name for n in inventory.nodes if n.name not in seen]
+    missing = [n.name for n in plan.nodes if n.name not in seen]
     if result.exit_code == 0 and not missing:
         return SlurmStep("srun", True, detail=f"a task on each of {count} nodes", command=command)
     return SlurmStep(
@@ -277,15 +276,15 @@ def srun_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
     )
 
 
-def pmix_command(inventory: Inventory, lay: Layout) -> str:
-    program = [lay.python, f"{layout.SMOKE_DIR}/allreduce.py", *SIZES]
-    count = len(inventory.nodes)
+def pmix_command(plan: ClusterPlan) -> str:
+    program = [plan.layout.python, f"{layout.SMOKE_DIR}/allreduce.py", *SIZES]
+    count = len(plan.nodes)
     return f"srun -N{count} --ntasks-per-node=1 -t 5 --mpi=pmix " + shlex.join(program)
 
 
-def pmix_now(inventory: Inventory, lay: Layout) -> str:
+def pmix_now(plan: ClusterPlan) -> str:
     """pmix_command, failing at once when the nodes are not free (not queued)."""
-    return pmix_command(inventory, lay).replace(" --mpi=pmix", " --immediate=30 --mpi=pmix", 1)
+    return pmix_command(plan).replace(" --mpi=pmix", " --immediate=30 --mpi=pmix", 1)
 
 
 NO_REPORT = ("no rank reported", "the ranks' output says why")
@@ -323,10 +322,10 @@ def judge_world(output: str, count: int) -> tuple[str, str]:
     return "", ""
 
 
-def pmix_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    count = len(inventory.nodes)
-    command = pmix_now(inventory, lay)
-    result = _ctl(inventory, controller, command)
+def pmix_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
+    count = len(plan.nodes)
+    command = pmix_now(plan)
+    result = _ctl(plan, controller, command)
     problem, cause = judge_world(result.stdout, count)
     if result.exit_code == 0 and not problem:
         return SlurmStep("pmix", True, detail=f"one world of {count} ranks, exact", command=command)
@@ -342,15 +341,15 @@ def pmix_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
     return SlurmStep("pmix", False, problem=problem, cause=cause, command=command)
 
 
-def sbatch_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    count = len(inventory.nodes)
+def sbatch_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
+    count = len(plan.nodes)
     out = "/tmp/mpicluster-slurm-smoke-%j.out"  # noqa: S108 (on the batch node, removed below)
-    wrap = pmix_command(inventory, lay)
+    wrap = pmix_command(plan)
     command = (
         f"sbatch --wait --parsable -N{count} --ntasks-per-node=1 -t 5 -J mpicluster-smoke "
         f"-o {out} --wrap {shlex.quote(wrap)}"
     )
-    result = _ctl(inventory, controller, command, STEP_TIMEOUT + 60)
+    result = _ctl(plan, controller, command, STEP_TIMEOUT + 60)
     job = last_line(result.stdout).split(";")[0].strip()
     if not job.isdigit():
         return SlurmStep(
@@ -360,14 +359,14 @@ def sbatch_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmSte
             cause="the job was not accepted: slurmctld's log says why",
             command=command,
         )
-    shown = _ctl(inventory, controller, f"scontrol show job -o {job}", 30)
+    shown = _ctl(plan, controller, f"scontrol show job -o {job}", 30)
     state = _field(shown.stdout, "JobState")
     batch_host = _field(shown.stdout, "BatchHost")
-    node = next((n for n in inventory.nodes if n.name == batch_host), None)
+    node = next((n for n in plan.nodes if n.name == batch_host), None)
     output = ""
     if node is not None:
         path = out.replace("%j", job)
-        read = transport.run_on(inventory, node, f"cat {path} && rm -f {path}", timeout=30)
+        read = transport.run_on(plan, node, f"cat {path} && rm -f {path}", timeout=30)
         output = read.stdout
     if state != "COMPLETED":
         return SlurmStep(
@@ -392,11 +391,11 @@ def _field(text: str, name: str) -> str:
     return match.group(1) if match else ""
 
 
-def gpu_step(inventory: Inventory, lay: Layout, controller: Node) -> SlurmStep:
-    nodes = inventory.gpu_nodes
+def gpu_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
+    nodes = plan.inventory.gpu_nodes
     names = ",".join(n.name for n in nodes)
     command = f"srun -w {names} -N{len(nodes)} --ntasks-per-node=1 --gres=gpu:1 -t 2 nvidia-smi -L"
-    result = _ctl(inventory, controller, command)
+    result = _ctl(plan, controller, command)
     gpus = [line for line in result.stdout.splitlines() if line.startswith("GPU ")]
     if result.exit_code == 0 and len(gpus) >= len(nodes):
         detail = f"{len(gpus)} GPU(s) seen by gres jobs"

@@ -12,6 +12,7 @@ from mpicluster import __version__
 from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.lockfile import Source
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.nodes import facts as node_facts
 from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
@@ -107,7 +108,7 @@ def fetch_for(
         wanted = platforms_unasked(inventory, python, arch, cuda)
         ucx = inventory.stack.ucx.enabled is not False
     else:
-        facts = node_facts.gather(inventory)
+        facts = node_facts.gather(ClusterPlan.of(inventory))
         wanted = list(platforms(inventory, facts).values())
         ucx = sources.ucx_wanted(inventory, facts)
     return fetch(inventory, wanted, progress, ucx=ucx)
@@ -125,6 +126,7 @@ def nvml_requirements(inventory: Inventory, platforms: list[Platform]) -> list[s
 
 def prepare(
     inventory: Inventory,
+    layout: Layout,
     facts: dict[str, dict[str, Any]],
     progress: Progress,
     *,
@@ -155,7 +157,12 @@ def prepare(
     specs = {}
     for group in groups:
         specs[group.fingerprint] = _group_spec(
-            inventory, group, needed, files, houses[group.platform.wheel_target]
+            inventory,
+            layout.stack_dir(group.fingerprint),
+            group,
+            needed,
+            files,
+            houses[group.platform.wheel_target],
         )
         for name in group.nodes:
             result.host_vars[name] = {"mpicluster_stack_fingerprint": group.fingerprint}
@@ -186,12 +193,12 @@ def platforms(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> dict[st
 
 def _group_spec(
     inventory: Inventory,
+    stack_dir: str,
     group: Group,
     needed: list[Source],
     files: dict[str, Path],
     house: wheels.Wheelhouse,
 ) -> dict[str, Any]:
-    stack_dir = Layout.of(inventory).stack_dir(group.fingerprint)
     cuda_home = inventory.stack.cuda_home if group.platform.cuda else None
     by_name = {s.component: s for s in sources.built_on(needed, cuda_home)}
     spec: dict[str, Any] = {

@@ -183,12 +183,12 @@ def _provision(
     result = UpResult(inventory.cluster, nodes=len(inventory.nodes))
     progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
     plan = ClusterPlan.of(inventory)
-    facts = node_facts.gather(inventory, applied=True)
+    facts = node_facts.gather(plan, applied=True)
     node_facts.check_gpus(inventory, facts)
     variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan))
     stack = StackPlan()
     if inventory.stack.install == "source":
-        stack = prepare_stack(inventory, facts, progress)
+        stack = prepare_stack(inventory, plan.layout, facts, progress)
         node_facts.check_no_job(facts, stack.installers, "switching to the new stack")
         for line in describe_plan(stack):
             progress(line)
@@ -217,7 +217,7 @@ def _provision(
         if not smoke:
             result.seconds = time.monotonic() - started
             return result
-        result.smoke = run_smoke(inventory, progress)
+        result.smoke = run_smoke(plan, progress)
         if result.smoke.ok:
             result.seconds = time.monotonic() - started
             return result
@@ -229,7 +229,7 @@ def _provision(
         progress(f"Running every task: {result.why}")
     progress("Running playbooks/site.yml")
     result.playbook = run_playbook(
-        inventory,
+        plan,
         "site.yml",
         runs_dir=cluster_dir(inventory.cluster) / "runs",
         label="up",
@@ -239,7 +239,7 @@ def _provision(
         on_event=on_event,
     )
     if result.playbook.ok and smoke:
-        result.smoke = run_smoke(inventory, progress)
+        result.smoke = run_smoke(plan, progress)
     result.seconds = time.monotonic() - started
     return result
 

@@ -26,10 +26,11 @@ from typing import Any
 from mpicluster import remote
 from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster import layout, mpirun
-from mpicluster.cluster.inventory import Inventory, Node
+from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.cluster.mpirun import Mpirun
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import mpi_version, pairs, ssh_failures, transport
 from mpicluster.slurm import SlurmSmoke, run_slurm_smoke
 from mpicluster.util.text import last_line
@@ -145,12 +146,11 @@ class SmokeReport:
         }
 
 
-def run_smoke(inventory: Inventory, on_progress=None, *, all_pairs: bool = False) -> SmokeReport:
+def run_smoke(plan: ClusterPlan, on_progress=None, *, all_pairs: bool = False) -> SmokeReport:
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
-    lay = Layout.of(inventory)
-    count = len(inventory.nodes)
-    seed = pairs.seed_for(inventory.cluster) if pairs.is_sampled(count, all_pairs) else None
+    count = len(plan.nodes)
+    seed = pairs.seed_for(plan.cluster) if pairs.is_sampled(count, all_pairs) else None
     if seed is not None:
         progress(
             f"Smoke test: ssh env from every node to its ring neighbour, {pairs.PER_NODE - 1} "
@@ -159,27 +159,31 @@ def run_smoke(inventory: Inventory, on_progress=None, *, all_pairs: bool = False
         )
     else:
         progress(f"Smoke test: ssh env from every node to every node ({count}x{count})")
-    tried = env_matrix(inventory, lay, peer_order([n.name for n in inventory.nodes], seed))
+    tried = env_matrix(plan, peer_order([n.name for n in plan.nodes], seed))
     allreduce = horovod = gpu = None
     if all(p.ok for p in tried):
         progress("Smoke test: MPI allreduce across all nodes (mpi4py)")
-        allreduce = run_allreduce(inventory, lay)
-        if allreduce.ok and lay.install == "source" and inventory.stack.horovod.enabled:
+        allreduce = run_allreduce(plan)
+        if (
+            allreduce.ok
+            and plan.layout.install == "source"
+            and plan.inventory.stack.horovod.enabled
+        ):
             progress("Smoke test: Horovod allreduce across all nodes (PyTorch)")
-            horovod = run_allreduce(inventory, lay, kind="horovod")
+            horovod = run_allreduce(plan, kind="horovod")
     else:
         bad = sum(not p.ok for p in tried)
         allreduce = AllreduceResult(
             ok=False,
-            head=inventory.nodes[0].name,
+            head=plan.nodes[0].name,
             problem=f"not run: {bad} node pair(s) failed the env check",
             cause="mpirun needs working ssh and PATH between every pair; fix the matrix first",
         )
-    if inventory.has_gpus:
-        gpu = run_gpu_smoke(inventory, lay, allreduce, progress)
-    slurm = run_slurm_smoke(inventory, progress) if inventory.scheduler else None
+    if plan.inventory.has_gpus:
+        gpu = run_gpu_smoke(plan, allreduce, progress)
+    slurm = run_slurm_smoke(plan, progress) if plan.inventory.scheduler else None
     return SmokeReport(
-        [n.name for n in inventory.nodes],
+        [n.name for n in plan.nodes],
         tried,
         allreduce,
         time.monotonic() - started,
@@ -200,8 +204,8 @@ def peer_order(names: list[str], seed: int | None = None) -> dict[str, list[str]
     return {name: [*targets, name] for name, targets in plan.items()}
 
 
-def env_matrix(inventory: Inventory, lay: Layout, order: dict[str, list[str]]) -> list[PairResult]:
-    names = [n.name for n in inventory.nodes]
+def env_matrix(plan: ClusterPlan, order: dict[str, list[str]]) -> list[PairResult]:
+    names = [n.name for n in plan.nodes]
 
     def command(node: Node) -> str:
         spec = {"peers": order[node.name], "timeout": PAIR_TIMEOUT, "workers": PAIR_WORKERS}
@@ -210,7 +214,7 @@ def env_matrix(inventory: Inventory, lay: Layout, order: dict[str, list[str]]) -
     # logins run PAIR_WORKERS at a time: give a large cluster's rounds time to finish
     timeout = PAIR_TIMEOUT * 3 + 30 + max(len(peers) for peers in order.values()) // 2
     results = transport.run_everywhere(
-        inventory, command, stdin=remote.script("smoke/env_probe"), timeout=timeout
+        plan, command, stdin=remote.script("smoke/env_probe"), timeout=timeout
     )
     judged: list[PairResult] = []
     for source in names:
@@ -229,7 +233,7 @@ def env_matrix(inventory: Inventory, lay: Layout, order: dict[str, list[str]]) -
             bad = f"bad probe output on {source}"
             judged += [PairResult(source, target, False, bad) for target in targets]
             continue
-        judged += [_judge(source, target, probes.get(target), lay) for target in targets]
+        judged += [_judge(source, target, probes.get(target), plan.layout) for target in targets]
     return judged
 
 
@@ -277,23 +281,23 @@ def _ssh_problem(source: str, target: str, probe: dict) -> str:
     return f"ssh {source} -> {target}: {why} ({seen})"
 
 
-def gpu_not_run(inventory: Inventory, mpi: AllreduceResult | None) -> str:
+def gpu_not_run(plan: ClusterPlan, mpi: AllreduceResult | None) -> str:
     """Why the GPU runs are left out on an inventory with GPUs ("" when they run)."""
-    if inventory.stack.install != "source":
+    if plan.inventory.stack.install != "source":
         return (
             "stack.install is packages: the distribution's MPI comes without NCCL, "
             "nccl-tests or a CUDA-aware build"
         )
-    if not inventory.stack.gpus_present:
+    if not plan.inventory.stack.gpus_present:
         return GPUS_ABSENT
     if mpi is None or not mpi.ok:
         return "the MPI allreduce failed: the GPU runs need MPI across the nodes first"
     return ""
 
 
-def gpu_skipped(inventory: Inventory, kind: str) -> str:
+def gpu_skipped(plan: ClusterPlan, kind: str) -> str:
     """Why one GPU run is left out: what the inventory did not build ("" when it runs)."""
-    stack = inventory.stack
+    stack = plan.inventory.stack
     if kind == "nccl-tests" and not stack.nccl_tests.enabled:
         return "stack.nccl_tests.enabled is false: all_reduce_perf is not built"
     if kind == "cuda" and stack.openmpi.cuda is False:
@@ -303,24 +307,22 @@ def gpu_skipped(inventory: Inventory, kind: str) -> str:
     return ""
 
 
-def run_gpu_smoke(
-    inventory: Inventory, lay: Layout, mpi: AllreduceResult | None, progress
-) -> GpuSmoke:
-    reason = gpu_not_run(inventory, mpi)
+def run_gpu_smoke(plan: ClusterPlan, mpi: AllreduceResult | None, progress) -> GpuSmoke:
+    reason = gpu_not_run(plan, mpi)
     if reason:
         return GpuSmoke(not_run=reason)
-    head = inventory.nodes[0].name
+    head = plan.nodes[0].name
     runs: list[AllreduceResult] = []
     for kind in GPU_KINDS:
         hung = next((r.kind for r in runs if r.problem.startswith("mpirun hung")), None)
-        skipped = gpu_skipped(inventory, kind) or (
+        skipped = gpu_skipped(plan, kind) or (
             f"not run: the {hung} run hung (and would again)" if hung else ""
         )
         if skipped:
             runs.append(AllreduceResult(True, head, kind, skipped=skipped))
             continue
-        progress(f"Smoke test: {kind} allreduce on {inventory.total_gpus} GPU(s)")
-        runs.append(run_allreduce(inventory, lay, GPU_TIMEOUT, kind))
+        progress(f"Smoke test: {kind} allreduce on {plan.inventory.total_gpus} GPU(s)")
+        runs.append(run_allreduce(plan, GPU_TIMEOUT, kind))
     return GpuSmoke(runs=runs)
 
 
@@ -328,25 +330,25 @@ PROGRAM = {"mpi4py": "allreduce.py", "horovod": "hvd_allreduce.py", "torch": "to
 SIZES = {"mpi4py": ALLREDUCE_SIZES, "horovod": [1, 1024, 1048576], "torch": GPU_SIZES}
 
 
-def gpu_placement(inventory: Inventory) -> list[str]:
+def gpu_placement(plan: ClusterPlan) -> list[str]:
     """One rank per GPU. The hostfile's slots are each node's GPUs unless the inventory
     sets slots (or lists nodes without GPUs): then the GPU nodes are named instead."""
-    if all(n.gpus and n.slots in (None, n.gpus) for n in inventory.nodes):
-        hosts = ["--hostfile", layout.HOSTFILE, "-np", str(inventory.total_gpus)]
+    if all(n.gpus and n.slots in (None, n.gpus) for n in plan.nodes):
+        hosts = ["--hostfile", layout.HOSTFILE, "-np", str(plan.inventory.total_gpus)]
     else:
-        hosts = mpirun.hosts({n.name: n.gpus for n in inventory.gpu_nodes})
+        hosts = mpirun.hosts({n.name: n.gpus for n in plan.inventory.gpu_nodes})
     return [*hosts, "--map-by", "slot"]
 
 
-def smoke_program(inventory: Inventory, lay: Layout, kind: str) -> list[str]:
+def smoke_program(plan: ClusterPlan, kind: str) -> list[str]:
     """What each rank runs."""
     if kind == "nccl-tests":
-        return [f"{lay.mpi_bin}/all_reduce_perf", *nccl_tests.ALL_REDUCE_ARGS]
+        return [f"{plan.layout.mpi_bin}/all_reduce_perf", *nccl_tests.ALL_REDUCE_ARGS]
     if kind == "cuda":
-        return [lay.cuda_allreduce, *map(str, GPU_SIZES)]
-    program = [lay.python, f"{layout.SMOKE_DIR}/{PROGRAM[kind]}"]
+        return [plan.layout.cuda_allreduce, *map(str, GPU_SIZES)]
+    program = [plan.layout.python, f"{layout.SMOKE_DIR}/{PROGRAM[kind]}"]
     if kind == "torch":  # rank 0 runs on the first GPU node, where the rendezvous is
-        program += [inventory.gpu_nodes[0].host, str(TORCH_MASTER_PORT)]
+        program += [plan.inventory.gpu_nodes[0].host, str(TORCH_MASTER_PORT)]
     return [*program, *map(str, SIZES[kind])]
 
 
@@ -374,48 +376,44 @@ def selected_pmls(output: str) -> list[str]:
 RANKS_PER_NODE = 2
 
 
-def cpu_placement(inventory: Inventory, slots: dict[str, int] | None = None) -> list[str]:
+def cpu_placement(plan: ClusterPlan, slots: dict[str, int] | None = None) -> list[str]:
     """Every node, min(its slots, RANKS_PER_NODE) ranks on each; `slots` from the head's
     hostfile (the inventory's slots or GPUs when it could not be read, else 1). No
     --map-by: mpirun's own mapping and binding, as a user's plain mpirun gets them."""
     found = slots or {}
     per_node = {
-        n.name: min(found.get(n.name) or n.slots or n.gpus or 1, RANKS_PER_NODE)
-        for n in inventory.nodes
+        n.name: min(found.get(n.name) or n.slots or n.gpus or 1, RANKS_PER_NODE) for n in plan.nodes
     }
     return mpirun.hosts(per_node)
 
 
 def mpirun_command(
-    inventory: Inventory,
-    lay: Layout,
+    plan: ClusterPlan,
     major: int,
     user: str,
     kind: str = "mpi4py",
     slots: dict[str, int] | None = None,
 ) -> str:
-    placement = gpu_placement(inventory) if kind in GPU_KINDS else cpu_placement(inventory, slots)
-    options = mpirun_network_args(inventory.network, major)
+    placement = gpu_placement(plan) if kind in GPU_KINDS else cpu_placement(plan, slots)
+    options = mpirun_network_args(plan.inventory.network, major)
     if kind in PML_REPORTED:
         options += PML_VERBOSE
     if kind == "nccl-tests":
         options += mpirun.exports(nccl_tests.DEBUG_ENV)
-    command = Mpirun(f"{lay.mpi_bin}/mpirun", major, root=user == "root")
-    return shlex.join(command.argv(placement, options, smoke_program(inventory, lay, kind)))
+    command = Mpirun(f"{plan.layout.mpi_bin}/mpirun", major, root=user == "root")
+    return shlex.join(command.argv(placement, options, smoke_program(plan, kind)))
 
 
 SLOTS_MARK = "@@slots"
 
 
-def run_allreduce(
-    inventory: Inventory, lay: Layout, timeout: float = 180, kind: str = "mpi4py"
-) -> AllreduceResult:
-    head = inventory.nodes[0]
-    user = inventory.node_ssh(head).user
+def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py") -> AllreduceResult:
+    head = plan.nodes[0]
+    user = plan.node_ssh(head).user
     version = transport.run_on(
-        inventory,
+        plan,
         head,
-        f"{lay.mpi_bin}/mpirun --version && "
+        f"{plan.layout.mpi_bin}/mpirun --version && "
         f"{{ echo {SLOTS_MARK}; cat {layout.HOSTFILE} 2>/dev/null; true; }}",
         timeout=30,
     )
@@ -438,10 +436,10 @@ def run_allreduce(
         )
     major = mpi.major
     slots = hostfile.parse(version.stdout.partition(SLOTS_MARK)[2])
-    command = mpirun_command(inventory, lay, major, user, kind, slots)
+    command = mpirun_command(plan, major, user, kind, slots)
     started = time.monotonic()
     result = transport.run_on(
-        inventory, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
+        plan, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
     )
     said = result.stdout + "\n" + result.stderr
     output = "\n".join(
@@ -464,7 +462,7 @@ def run_allreduce(
         base.problem = f"mpirun hung for {timeout:.0f} s"
         base.cause = HUNG_CAUSE["gpu" if kind in GPU_KINDS else "cpu"]
         return base
-    expected = inventory.gpu_nodes if kind in GPU_KINDS else inventory.nodes
+    expected = plan.inventory.gpu_nodes if kind in GPU_KINDS else plan.nodes
     judge = judge_nccl_tests if kind == "nccl-tests" else judge_report
     judged = judge(base, result.exit_code, result.stdout, output, expected)
     pmls = selected_pmls(said) if kind in PML_REPORTED else []

@@ -30,6 +30,7 @@ import pytest
 
 from mpicluster import remote
 from mpicluster.cluster.inventory import InventoryError, load_inventory, parse_inventory
+from mpicluster.cluster.plan import ClusterPlan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -297,7 +298,9 @@ def test_prepare_run_command_runs_as_written(tmp_path, marker, monkeypatch):
 
     inv = inventory(tmp_path)
     runs = tmp_path / f"runs {ODD}"
-    run_dir, command = ansible_run.prepare_run(runs, "up", inv, {"a": 1}, {}, "site.yml")
+    run_dir, command = ansible_run.prepare_run(
+        runs, "up", ClusterPlan.of(inv), {"a": 1}, {}, "site.yml"
+    )
     words = shlex.split(command)
     assert words[0] == f"ANSIBLE_CONFIG={run_dir / 'ansible.cfg'}"
     assert words[1:] == [
@@ -333,7 +336,7 @@ def test_run_playbook_cmdline_keeps_the_vars_path(tmp_path, monkeypatch, marker)
     runs = tmp_path / ODD
     with pytest.raises(Stop):
         ansible_run.run_playbook(
-            inventory(tmp_path), "site.yml", runs_dir=runs, label="up", extravars={}
+            ClusterPlan.of(inventory(tmp_path)), "site.yml", runs_dir=runs, label="up", extravars={}
         )
     words = shlex.split(seen["cmdline"])
     assert words[0] == "-e"
@@ -349,7 +352,7 @@ def test_ansible_ssh_args_keep_the_known_hosts_path(tmp_path, marker):
     text = GOOD + f"ssh: {{known_hosts: {json.dumps(str(known))}}}\n"
     text = text.replace("ssh: {user: alice}\n", "")
     inv = inventory(tmp_path, text)
-    words = shlex.split(ansible_run.ssh_args(inv))
+    words = shlex.split(ansible_run.ssh_args(ClusterPlan.of(inv)))
     assert f"UserKnownHostsFile={known}" in words
     assert all(words[i] == "-o" for i in range(0, len(words), 2))
 
@@ -394,7 +397,7 @@ def test_hang_collect_command(tmp_path, monkeypatch, marker):
     inv = inventory(tmp_path)
     lay = Layout.of(inv)
     for job in [*hostile(marker), "*"]:
-        hang.collect(inv, inv.nodes, job, lay)
+        hang.collect(ClusterPlan.of(inv), inv.nodes, job, lay)
         assert shlex.split(commands[-1]) == [remote.PYTHON, "-", job, lay.pyspy]
 
 
@@ -598,7 +601,7 @@ def test_node_facts_command(tmp_path, monkeypatch):
     )
     text = GOOD + "stack: {prefix: /opt/odd-prefix.x_y+z@w, cuda_home: /usr/cuda-1.2}\n"
     inv = inventory(tmp_path, text)
-    node_facts.gather(inv)
+    node_facts.gather(ClusterPlan.of(inv))
     assert shlex.split(commands[0]) == [
         remote.PYTHON,
         "-",
@@ -608,7 +611,6 @@ def test_node_facts_command(tmp_path, monkeypatch):
 
 
 def test_smoke_env_matrix_command(tmp_path, monkeypatch):
-    from mpicluster.cluster.layout import Layout
     from mpicluster.nodes import transport
     from mpicluster.verify import smoke
 
@@ -620,7 +622,7 @@ def test_smoke_env_matrix_command(tmp_path, monkeypatch):
 
     monkeypatch.setattr(transport, "run_everywhere", fake)
     inv = inventory(tmp_path)
-    smoke.env_matrix(inv, Layout.of(inv), smoke.peer_order([n.name for n in inv.nodes]))
+    smoke.env_matrix(ClusterPlan.of(inv), smoke.peer_order([n.name for n in inv.nodes]))
     (node,) = inv.nodes
     words = shlex.split(commands[0](node))
     assert words[:2] == [remote.PYTHON, "-"] and len(words) == 3
@@ -628,7 +630,6 @@ def test_smoke_env_matrix_command(tmp_path, monkeypatch):
 
 
 def test_smoke_commands_split_back(tmp_path, monkeypatch):
-    from mpicluster.cluster.layout import Layout
     from mpicluster.nodes import transport
     from mpicluster.verify import smoke
 
@@ -638,9 +639,8 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
         "  - {name: n2.example-x, gpus: 1}\n"
     )
     inv = inventory(tmp_path, text)
-    lay = Layout.of(inv)
     for kind in ("mpi4py", "horovod", "torch", "nccl-tests", "cuda"):
-        command = smoke.mpirun_command(inv, lay, 5, "root", kind)
+        command = smoke.mpirun_command(ClusterPlan.of(inv), 5, "root", kind)
         words = shlex.split(command)
         assert words[0] == "/opt/a-b.c/current/bin/mpirun"
         assert "--allow-run-as-root" in words
@@ -653,12 +653,12 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
         return transport.RemoteResult(node.name, "mpirun (Open MPI) 5.0.7", "", 0)
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
-    smoke.run_allreduce(inv, lay, 12.7, "mpi4py")
+    smoke.run_allreduce(ClusterPlan.of(inv), 12.7, "mpi4py")
     assert shlex.split(commands[0])[:3] == ["/opt/a-b.c/current/bin/mpirun", "--version", "&&"]
     words = shlex.split(commands[1])
     assert words[:4] == ["timeout", "-k", "10", "12"]
     user = inv.node_ssh(inv.nodes[0]).user
-    assert words[4:] == shlex.split(smoke.mpirun_command(inv, lay, 5, user))
+    assert words[4:] == shlex.split(smoke.mpirun_command(ClusterPlan.of(inv), 5, user))
 
 
 def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):
@@ -672,22 +672,21 @@ def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):
         "  - {name: b, address: 10.0.0.2, slots: 1}\n  - {name: c, address: 10.0.0.3}\n"
     )
     inv = inventory(tmp_path, text)
-    assert smoke.cpu_placement(inv, {"a": 64, "b": 1, "c": 8}) == [
+    assert smoke.cpu_placement(ClusterPlan.of(inv), {"a": 64, "b": 1, "c": 8}) == [
         "--host",
         "a:2,b:1,c:2",
         "-np",
         "5",
     ]
     # the hostfile unread: the inventory's slots, else one rank
-    assert smoke.cpu_placement(inv) == ["--host", "a:2,b:1,c:1", "-np", "4"]
-    assert "--map-by" not in smoke.cpu_placement(inv)
+    assert smoke.cpu_placement(ClusterPlan.of(inv)) == ["--host", "a:2,b:1,c:1", "-np", "4"]
+    assert "--map-by" not in smoke.cpu_placement(ClusterPlan.of(inv))
 
 
 def test_slurm_commands_split_back(tmp_path, monkeypatch):
     """The Slurm smoke test's and doctor's commands: the stack's Python and the smoke
     program come back as single words, sbatch's --wrap is the srun line intact, and the
     timeout prefix leaves the command as it was."""
-    from mpicluster.cluster.layout import Layout
     from mpicluster.nodes import transport
     from mpicluster.slurm import facts as slurm_facts
     from mpicluster.slurm import smoke as slurm_smoke
@@ -698,8 +697,7 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
         "nodes:\n  - {name: n1, address: 10.0.0.1}\n  - {name: n2.example-x}\n"
     )
     inv = inventory(tmp_path, text)
-    lay = Layout.of(inv)
-    srun = shlex.split(slurm_smoke.pmix_command(inv, lay))
+    srun = shlex.split(slurm_smoke.pmix_command(ClusterPlan.of(inv)))
     assert srun[:5] == ["srun", "-N2", "--ntasks-per-node=1", "-t", "5"]
     assert srun[6:8] == ["/opt/a-b.c/current/venv/bin/python", "/etc/mpicluster/smoke/allreduce.py"]
     commands = []
@@ -729,16 +727,16 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     monkeypatch.setattr(transport, "run_everywhere", fake_everywhere)
-    step = slurm_smoke.sbatch_step(inv, lay, inv.nodes[0])
+    step = slurm_smoke.sbatch_step(ClusterPlan.of(inv), inv.nodes[0])
     assert step.ok, step
     words = shlex.split(commands[0])
     assert words[:3] == ["timeout", "-k", "5"]
-    assert words[words.index("--wrap") + 1] == slurm_smoke.pmix_command(inv, lay)
+    assert words[words.index("--wrap") + 1] == slurm_smoke.pmix_command(ClusterPlan.of(inv))
     commands.clear()
-    facts = slurm_facts.gather(inv)
+    facts = slurm_facts.gather(ClusterPlan.of(inv))
     assert facts.launch_ok, facts
     launch = next(c for c in commands if "srun" in c)
-    assert shlex.split(launch)[4:] == shlex.split(slurm_smoke.pmix_now(inv, lay))
+    assert shlex.split(launch)[4:] == shlex.split(slurm_smoke.pmix_now(ClusterPlan.of(inv)))
     assert slurm_facts.NODE_COMMAND in commands
 
 
@@ -823,7 +821,9 @@ def test_sync_tree_through_rsync_and_ssh(tmp_path, monkeypatch, marker):
     for value in ["mpicluster-run/a b", f"$(touch {marker})", 'it\'s "q" `x` *']:
         destination = sync.destination_for(source, value)
         with pytest.raises(Exception, match="--sync to n1 failed"):
-            sync.sync_tree(inv, source, destination, inv.nodes[0], [], lambda m: None)
+            sync.sync_tree(
+                ClusterPlan.of(inv), source, destination, inv.nodes[0], [], lambda m: None
+            )
         argv = calls_of(ssh_calls)[-1]
         assert argv[argv.index("-i") + 1] == str(key)
         assert f"UserKnownHostsFile={known}" in argv

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from mpicluster import remote
 from mpicluster.cluster.inventory import parse_inventory
-from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render.display import Display
 from mpicluster.render.up import show_smoke
 from mpicluster.verify import nccl_tests, smoke
@@ -125,7 +125,7 @@ def test_nccl_version_codes_and_exit_statuses():
 
 def command(kind: str, text: str = GPU_INVENTORY, major: int = 5, user: str = "root") -> str:
     inv = inventory(text)
-    return smoke.mpirun_command(inv, Layout.of(inv), major, user, kind)
+    return smoke.mpirun_command(ClusterPlan.of(inv), major, user, kind)
 
 
 def test_nccl_tests_runs_one_rank_per_gpu_over_the_hostfile():
@@ -313,14 +313,14 @@ ABSENT = GPU_INVENTORY + "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0'
 
 def test_no_gpus_present_means_not_run_and_says_why():
     mpi = AllreduceResult(True, "gpu01")
-    assert smoke.gpu_not_run(inventory(ABSENT), mpi) == (
+    assert smoke.gpu_not_run(ClusterPlan.of(inventory(ABSENT)), mpi) == (
         "stack.gpus_present is false: built for GPUs, none to run on"
     )
     packages = inventory(GPU_INVENTORY + "stack: {install: packages}\n")
-    assert "stack.install is packages" in smoke.gpu_not_run(packages, mpi)
+    assert "stack.install is packages" in smoke.gpu_not_run(ClusterPlan.of(packages), mpi)
     failed = AllreduceResult(False, "gpu01", problem="mpirun exited 1")
-    assert "MPI allreduce failed" in smoke.gpu_not_run(inventory(), failed)
-    assert smoke.gpu_not_run(inventory(), mpi) == ""
+    assert "MPI allreduce failed" in smoke.gpu_not_run(ClusterPlan.of(inventory()), failed)
+    assert smoke.gpu_not_run(ClusterPlan.of(inventory()), mpi) == ""
 
 
 def test_runs_the_inventory_did_not_build_are_skipped():
@@ -328,16 +328,20 @@ def test_runs_the_inventory_did_not_build_are_skipped():
         GPU_INVENTORY + "stack: {openmpi: {cuda: false}, horovod: {enabled: false}, "
         "nccl_tests: {enabled: false}}\n"
     )
-    assert "nccl_tests.enabled is false" in smoke.gpu_skipped(inv, "nccl-tests")
-    assert "not CUDA-aware" in smoke.gpu_skipped(inv, "cuda")
-    assert "no PyTorch" in smoke.gpu_skipped(inv, "torch")
-    assert [smoke.gpu_skipped(inventory(), kind) for kind in smoke.GPU_KINDS] == ["", "", ""]
+    assert "nccl_tests.enabled is false" in smoke.gpu_skipped(ClusterPlan.of(inv), "nccl-tests")
+    assert "not CUDA-aware" in smoke.gpu_skipped(ClusterPlan.of(inv), "cuda")
+    assert "no PyTorch" in smoke.gpu_skipped(ClusterPlan.of(inv), "torch")
+    assert [smoke.gpu_skipped(ClusterPlan.of(inventory()), kind) for kind in smoke.GPU_KINDS] == [
+        "",
+        "",
+        "",
+    ]
 
 
 def test_the_gpu_runs_go_in_order_and_a_hang_spares_the_rest(monkeypatch):
     ran = []
 
-    def fake(inv, lay, timeout, kind):
+    def fake(plan, timeout, kind):
         ran.append((kind, timeout))
         if kind == "cuda":
             return AllreduceResult(False, "gpu01", kind, problem="mpirun hung for 300 s")
@@ -345,7 +349,7 @@ def test_the_gpu_runs_go_in_order_and_a_hang_spares_the_rest(monkeypatch):
 
     monkeypatch.setattr(smoke, "run_allreduce", fake)
     inv = inventory()
-    gpu = smoke.run_gpu_smoke(inv, Layout.of(inv), AllreduceResult(True, "gpu01"), print)
+    gpu = smoke.run_gpu_smoke(ClusterPlan.of(inv), AllreduceResult(True, "gpu01"), print)
     assert ran == [("nccl-tests", 300), ("cuda", 300)]
     assert [r.kind for r in gpu.runs] == ["nccl-tests", "cuda", "torch"]
     assert gpu.runs[2].ok and gpu.runs[2].skipped == "not run: the cuda run hung (and would again)"
@@ -355,7 +359,7 @@ def test_the_gpu_runs_go_in_order_and_a_hang_spares_the_rest(monkeypatch):
 def test_absent_gpus_touch_no_node(monkeypatch):
     monkeypatch.setattr(smoke, "run_allreduce", lambda *a, **k: pytest.fail("ran"))
     inv = inventory(ABSENT)
-    gpu = smoke.run_gpu_smoke(inv, Layout.of(inv), AllreduceResult(True, "gpu01"), print)
+    gpu = smoke.run_gpu_smoke(ClusterPlan.of(inv), AllreduceResult(True, "gpu01"), print)
     assert gpu.ok and gpu.runs == [] and gpu.not_run == smoke.GPUS_ABSENT
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 
 INV = parse_inventory(
@@ -85,7 +86,9 @@ def test_generated_ansible_inputs_check_host_keys(tmp_path, monkeypatch):
     from mpicluster.nodes.ansible_run import prepare_run
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
-    run_dir, command = prepare_run(tmp_path / "runs", "t", INV, {"x": 1}, {}, "site.yml")
+    run_dir, command = prepare_run(
+        tmp_path / "runs", "t", ClusterPlan.of(INV), {"x": 1}, {}, "site.yml"
+    )
     cfg = (run_dir / "ansible.cfg").read_text()
     assert "host_key_checking = True" in cfg
     assert "StrictHostKeyChecking=yes" in cfg

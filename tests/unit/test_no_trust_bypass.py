@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.plan import ClusterPlan
 
 REPO = Path(__file__).resolve().parents[2]
 BYPASS = re.compile(
@@ -57,7 +58,9 @@ def test_generated_run_inputs_do_not_bypass_host_keys(tmp_path, monkeypatch):
         inv = parse_inventory(
             f"cluster: t\nssh: {{accept_new_host_keys: {accept_new}}}\nnodes: [{{name: n1}}]\n"
         )
-        run_dir, command = prepare_run(tmp_path / accept_new, "t", inv, {}, {}, "site.yml")
+        run_dir, command = prepare_run(
+            tmp_path / accept_new, "t", ClusterPlan.of(inv), {}, {}, "site.yml"
+        )
         for generated in run_dir.iterdir():
             if generated.is_file():
                 assert bypasses(generated.read_text()) == [], generated

@@ -11,6 +11,7 @@ import pytest
 
 from mpicluster.cluster import lockfile
 from mpicluster.cluster.inventory import parse_inventory
+from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.stack import cache as cache_module
@@ -248,7 +249,8 @@ def _ucx_spec(stack: str, facts: dict) -> dict:
     (group,) = plan(inventory, {"a": facts}, needed, {"cp311-x86_64": "w"}, "r", Path("/c"))
     files = {s.component: Path("/f") for s in needed}
     house = Wheelhouse(Path("/w"), (), {})
-    return _group_spec(inventory, group, needed, files, house)["ucx"]
+    stack_dir = Layout.of(inventory).stack_dir(group.fingerprint)
+    return _group_spec(inventory, stack_dir, group, needed, files, house)["ucx"]
 
 
 def test_ucx_beside_a_cuda_aware_open_mpi_is_built_with_cuda():

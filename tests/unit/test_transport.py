@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fabric import Connection
 
 from mpicluster.cluster.inventory import Inventory, ResolvedSsh, parse_inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor import session
 from mpicluster.nodes import host_keys, transport
 
@@ -251,13 +252,13 @@ def test_run_everywhere_is_bounded_and_keyed_by_node(monkeypatch):
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     inv = inventory_of(12)
     results = transport.run_everywhere(
-        inv, lambda node: f"echo {node.name}", workers=3, timeout=9, stdin="x"
+        ClusterPlan.of(inv), lambda node: f"echo {node.name}", workers=3, timeout=9, stdin="x"
     )
     assert list(results) == [f"n{i}" for i in range(12)]
     assert results["n5"].stdout == "echo n5"
     assert peak[0] <= 3
     assert {(t, s) for _, _, t, s in seen} == {(9, "x")}
-    assert transport.run_everywhere(inv, "true", nodes=[]) == {}
+    assert transport.run_everywhere(ClusterPlan.of(inv), "true", nodes=[]) == {}
 
 
 def test_run_on_turns_connect_failures_into_results(monkeypatch):
@@ -266,7 +267,7 @@ def test_run_on_turns_connect_failures_into_results(monkeypatch):
 
     monkeypatch.setattr(transport, "connect", refuse)
     inv = inventory_of(1)
-    result = transport.run_on(inv, inv.nodes[0], "true")
+    result = transport.run_on(ClusterPlan.of(inv), inv.nodes[0], "true")
     assert result.error is not None
     assert result.error.startswith("authentication failed for mpi@n0:22")
     assert result.exit_code is None
@@ -420,9 +421,9 @@ def node_inventory(
 def test_runs_a_command_and_keeps_failures_apart(tmp_path, fake_node, hostile_home):
     inv = node_inventory(tmp_path, fake_node)
     node = inv.nodes[0]
-    good = transport.run_on(inv, node, "echo hello there", timeout=10)
+    good = transport.run_on(ClusterPlan.of(inv), node, "echo hello there", timeout=10)
     assert (good.ok, good.exit_code, good.error, good.stdout) == (True, 0, None, "hello there\n")
-    failed = transport.run_on(inv, node, "fail", timeout=10)
+    failed = transport.run_on(ClusterPlan.of(inv), node, "fail", timeout=10)
     assert (failed.ok, failed.exit_code, failed.error) == (False, 3, None)
     assert (failed.stdout, failed.stderr) == ("partial\n", "boom\n")
     assert fake_node.logins == ["mpi", "mpi"]  # the inventory's user, not ~/.ssh/config's
@@ -431,7 +432,9 @@ def test_runs_a_command_and_keeps_failures_apart(tmp_path, fake_node, hostile_ho
 def test_sends_stdin_and_ends_it(tmp_path, fake_node):
     inv = node_inventory(tmp_path, fake_node)
     payload = "print('x')\n" * 20000  # 220 kB: more than one channel window
-    result = transport.run_on(inv, inv.nodes[0], "count-stdin", timeout=20, stdin=payload)
+    result = transport.run_on(
+        ClusterPlan.of(inv), inv.nodes[0], "count-stdin", timeout=20, stdin=payload
+    )
     assert result.ok, result
     assert result.stdout == f"{len(payload)}\n"
 
@@ -439,7 +442,7 @@ def test_sends_stdin_and_ends_it(tmp_path, fake_node):
 def test_a_command_past_its_timeout_is_an_error(tmp_path, fake_node):
     inv = node_inventory(tmp_path, fake_node)
     started = time.monotonic()
-    result = transport.run_on(inv, inv.nodes[0], "hang", timeout=1)
+    result = transport.run_on(ClusterPlan.of(inv), inv.nodes[0], "hang", timeout=1)
     assert time.monotonic() - started < 5
     assert result.error == "command timed out after 1 s"
     assert result.exit_code is None
@@ -451,7 +454,7 @@ def test_unknown_host_key_is_refused_and_not_recorded(tmp_path, fake_node, hosti
     (hostile_home / ".ssh" / "known_hosts").write_text(
         f"[127.0.0.1]:{fake_node.port} ssh-ed25519 {fake_node.host_key.get_base64()}\n"
     )
-    result = transport.run_on(inv, inv.nodes[0], "echo hi", timeout=10)
+    result = transport.run_on(ClusterPlan.of(inv), inv.nodes[0], "echo hi", timeout=10)
     assert result.error is not None
     assert f"is not in {tmp_path / 'known_hosts'}" in result.error
     assert transport.fingerprint(fake_node.host_key) in result.error
@@ -462,16 +465,16 @@ def test_unknown_host_key_is_refused_and_not_recorded(tmp_path, fake_node, hosti
 
 def test_accept_new_records_then_checks(tmp_path, fake_node):
     inv = node_inventory(tmp_path, fake_node, known=None, accept_new=True)
-    assert transport.run_on(inv, inv.nodes[0], "echo one", timeout=10).ok
+    assert transport.run_on(ClusterPlan.of(inv), inv.nodes[0], "echo one", timeout=10).ok
     recorded = paramiko.HostKeys(str(tmp_path / "known_hosts"))
     assert recorded.lookup(f"[127.0.0.1]:{fake_node.port}")["ssh-ed25519"] == fake_node.host_key
-    assert transport.run_on(inv, inv.nodes[0], "echo two", timeout=10).ok
+    assert transport.run_on(ClusterPlan.of(inv), inv.nodes[0], "echo two", timeout=10).ok
     assert len((tmp_path / "known_hosts").read_text().splitlines()) == 1
 
 
 def test_changed_host_key_is_refused_even_with_accept_new(tmp_path, fake_node):
     inv = node_inventory(tmp_path, fake_node, known="other", accept_new=True)
-    result = transport.run_on(inv, inv.nodes[0], "echo hi", timeout=10)
+    result = transport.run_on(ClusterPlan.of(inv), inv.nodes[0], "echo hi", timeout=10)
     assert result.error is not None
     assert "CHANGED" in result.error
     assert transport.fingerprint(fake_node.host_key) in result.error
@@ -482,7 +485,7 @@ def test_wrong_identity_is_an_auth_error(tmp_path, fake_node):
     _, other = new_key()
     fake_node.identity.write_text(other)
     inv = node_inventory(tmp_path, fake_node)
-    result = transport.run_on(inv, inv.nodes[0], "echo hi", timeout=10)
+    result = transport.run_on(ClusterPlan.of(inv), inv.nodes[0], "echo hi", timeout=10)
     assert result.error == (
         f"authentication failed for mpi@127.0.0.1:{fake_node.port} with {fake_node.identity}"
     )
@@ -513,7 +516,9 @@ def test_run_everywhere_reaches_every_node(tmp_path, fake_node):
     inv = base.model_copy(
         update={"nodes": [base.nodes[0].model_copy(update={"name": f"n{i}"}) for i in range(6)]}
     )
-    results = transport.run_everywhere(inv, lambda n: f"echo {n.name}", timeout=10, workers=3)
+    results = transport.run_everywhere(
+        ClusterPlan.of(inv), lambda n: f"echo {n.name}", timeout=10, workers=3
+    )
     assert {name: (r.error, r.stdout) for name, r in results.items()} == {
         f"n{i}": (None, f"n{i}\n") for i in range(6)
     }
@@ -521,7 +526,7 @@ def test_run_everywhere_reaches_every_node(tmp_path, fake_node):
 
 def test_doctor_session_opens_a_connection_and_a_raw_channel(tmp_path, fake_node):
     inv = node_inventory(tmp_path, fake_node)
-    node_session = session.sessions_for(inv)["n1"]
+    node_session = session.sessions_for(ClusterPlan.of(inv))["n1"]
     node_session.open(timeout=5)
     try:
         assert node_session.error is None, node_session.error
@@ -543,7 +548,7 @@ def test_doctor_session_opens_a_connection_and_a_raw_channel(tmp_path, fake_node
 
 def test_doctor_session_records_why_it_could_not_connect(tmp_path, fake_node):
     inv = node_inventory(tmp_path, fake_node, known=None)
-    node_session = session.sessions_for(inv)["n1"]
+    node_session = session.sessions_for(ClusterPlan.of(inv))["n1"]
     node_session.open(timeout=5)
     assert not node_session.connected
     assert node_session.error_kind == session.SSH
@@ -567,7 +572,7 @@ def test_openssh_under_ansible_and_rsync_takes_the_same_policy(tmp_path):
         )
         expected = [f"StrictHostKeyChecking={checking}", f"UserKnownHostsFile={known}"]
         assert host_keys.openssh_options(known, accept_new) == expected
-        ansible = shlex.split(ansible_run.ssh_args(inv))
+        ansible = shlex.split(ansible_run.ssh_args(ClusterPlan.of(inv)))
         rsync = sync.ssh_argv(inv.node_ssh(inv.nodes[0]))
         for argv in (ansible, rsync):
             options = [argv[i + 1] for i, word in enumerate(argv) if word == "-o"]
