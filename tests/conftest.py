@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Tests stop commands with SIGINT, as Ctrl-C does. A test run started in the background
+# by a non-interactive shell (`make test &`, nohup) has SIGINT ignored, and every command
+# it starts would inherit that and never see the interrupt: give it back its handler
+# (commands exec'd from here then start with the default).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def mpicluster(
