@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 import time
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from mpicluster import remote
 from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.mpirun import hosts as hosts_arg
-from mpicluster.nodes.mpi_version import mpi_name
+from mpicluster.nodes import mpi_version
 
 ALONE_TIMEOUT = 15.0
 PAIR_TIMEOUT = 20.0
@@ -196,16 +195,17 @@ def mpirun_of(facts: dict) -> tuple[str | None, str]:
         return None, "no mpirun on this node's non-interactive PATH"
     identity = (facts.get("versions") or {}).get("mpi") or {}
     same = identity.get("real") == facts["which"]["mpirun"].get("real")
-    name = mpi_name(identity) or ""
-    if same and identity.get("version_text") and not name.startswith("Open MPI"):
-        return None, f"{path} is not Open MPI's mpirun ({name})"
+    found = mpi_version.parse(identity.get("version_text") or "")
+    if same and identity.get("version_text") and not found.is_open_mpi:
+        return None, f"{path} is not Open MPI's mpirun ({mpi_version.mpi_name(identity)})"
     return path, ""
 
 
 def major_version(facts: dict) -> int:
-    name = mpi_name((facts.get("versions") or {}).get("mpi")) or ""
-    match = re.match(r"Open MPI (\d+)", name)
-    return int(match.group(1)) if match else 5
+    """The Open MPI series the node's probe found (5 where it could not tell)."""
+    identity = (facts.get("versions") or {}).get("mpi") or {}
+    found = mpi_version.parse(identity.get("version_text") or "")
+    return (found.is_open_mpi and found.major) or 5
 
 
 #: ssh options of the launches: a fresh login each time, as the mesh check makes, not
@@ -274,6 +274,7 @@ class Prover:
         # without it then fails at once (named), instead of the others waiting for it.
         facts = self.found.facts(head) or {}
         mpirun, _ = mpirun_of(facts)
+        major = major_version(facts)
         argv = build_argv(
             mpirun or "mpirun",
             hosts=hosts,
@@ -281,8 +282,8 @@ class Prover:
             timeout=timeout,
             python=self.found.layout.python,
             root=self.found.sessions[head].ssh.user == "root",
-            network_args=mpirun_network_args(self.found.inventory.network, major_version(facts)),
-            major=major_version(facts),
+            network_args=mpirun_network_args(self.found.inventory.network, major),
+            major=major,
             require_mpi=hosts is not None and self.mpi_somewhere,
             per_node=per_node,
         )

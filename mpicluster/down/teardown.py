@@ -108,12 +108,13 @@ def teardown(
     if node is not None:
         check_node(inventory, node)
     started = time.monotonic()
-    targets = only(inventory, node) if node else inventory
+    plan = ClusterPlan.of(inventory)
+    targets = ClusterPlan.of(only(inventory, node)) if node else plan
     result = DownResult(inventory.cluster, [n.name for n in targets.nodes])
     with cluster_lock(inventory.cluster):
         if not keep_stack:
             progress(f"Looking for jobs on the stack on {len(targets.nodes)} node(s)")
-            facts = node_facts.gather(ClusterPlan.of(targets), reachable_only=True)
+            facts = node_facts.gather(targets, reachable_only=True)
             node_facts.check_no_job(facts, list(facts), "removing the stack")
         if node is not None:
             rest = without(inventory, node)
@@ -125,11 +126,11 @@ def teardown(
                 return result
         progress(f"Running playbooks/down.yml on {len(targets.nodes)} node(s)")
         result.playbook = run_playbook(
-            ClusterPlan.of(targets),
+            targets,
             "down.yml",
             runs_dir=cluster_dir(inventory.cluster) / "runs",
             label="down",
-            extravars=extravars(ClusterPlan.of(inventory), keep_stack),
+            extravars=extravars(plan, keep_stack),
             on_event=on_event,
         )
         if node is None and result.playbook.ok and not keep_key:
