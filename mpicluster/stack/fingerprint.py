@@ -27,6 +27,7 @@ RECIPE_FILES = (
     "build_deps/tasks/main.yml",
     "stack_build/defaults/main.yml",
     "stack_build/tasks/build.yml",
+    "stack_build/tasks/stage_inputs.yml",
     "stack_build/tasks/ucx.yml",
     "stack_build/files/cuda_link.sh",
     "stack_build/tasks/openmpi.yml",

@@ -1,0 +1,554 @@
+"""The one-box GPU proof: mpicluster's GPU path on one machine with one GPU, offline.
+
+tests/gpu/prove_on_one_gpu.sh runs it (it says how); by hand:
+    python tests/gpu/onebox.py --out DIR [--carry DIR] [--build-only --cuda-archs 9.0]
+
+1. Reads this box's node facts with mpicluster's own node probe (remote/nodeinfo.py);
+   then, beside the build, captures the GPU as the driver shows it (nvidia-smi -q, its
+   XML, nvlink, topo, the query fields doctor reads, the kernel's Xid lines) into
+   DIR/captures.tar.gz with those facts: test data for the parsers.
+2. Plans the stack with mpicluster.stack.prepare for an inventory of this one box (its
+   GPUs as nvidia-smi counts them; PyTorch and Horovod off: the box's own PyTorch runs
+   the torch smoke), offline from the carried source cache and wheelhouse.
+3. Builds it through the stack_build role on localhost (tests/gpu/onebox.yml): Open
+   MPI (CUDA-aware) then the CUDA allreduce program and mpi4py, beside NCCL (for the
+   box's GPU architecture, ONLY_FUNCS to fit the time); then nccl-tests; then the
+   role's verify tasks.
+4. Runs the GPU smoke test's three programs and judges them with the smoke test's own
+   judges: all_reduce_perf (one rank: NCCL needs a GPU per rank), cuda_allreduce on 2
+   ranks sharing the GPU (Open MPI's smcuda path), torch_allreduce.py (world of 1).
+
+Every step is timed and recorded in DIR/summary.json (and DIR/onebox.log) whether or
+not it worked; the build's and the runs' output goes to DIR/logs.tar.gz. Exit 0 when
+everything worked, 1 when a step failed, 2 on bad arguments, 3 when there is no GPU
+here (one line, nothing done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+NO_GPU = 3
+#: NCCL's device code for the one collective the proof runs (nccl-tests' all_reduce_perf
+#: on floats with sum; one rank takes NCCL's one-rank path, more would take a ring).
+ONLY_FUNCS = "AllReduce Sum f32 RING SIMPLE"
+#: nvidia-smi as doctor's GPU checks read it, kept as test data.
+SMI_CAPTURES = {
+    "nvidia-smi.txt": [],
+    "nvidia-smi-L.txt": ["-L"],
+    "nvidia-smi-q.txt": ["-q"],
+    "nvidia-smi-q.xml": ["-q", "-x"],
+    "nvidia-smi-q-performance.txt": ["-q", "-d", "PERFORMANCE"],
+    "nvidia-smi-nvlink-s.txt": ["nvlink", "-s"],
+    "nvidia-smi-topo-m.txt": ["topo", "-m"],
+    "nvidia-smi-help-query-gpu.txt": ["--help-query-gpu"],
+    # one query per group of fields: a field this driver lacks fails its whole query
+    "query-ids.csv": [
+        "--query-gpu=index,pci.bus_id,serial,uuid,name,driver_version,compute_cap,"
+        "persistence_mode,memory.total,temperature.gpu,power.draw",
+        "--format=csv",
+    ],
+    "query-pcie.csv": [
+        "--query-gpu=index,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
+        "pcie.link.width.max,pcie.link.gen.gpumax,pcie.link.gen.hostmax",
+        "--format=csv",
+    ],
+    "query-ecc.csv": [
+        "--query-gpu=index,ecc.mode.current,ecc.errors.uncorrected.volatile.total,"
+        "ecc.errors.uncorrected.aggregate.total,retired_pages.pending",
+        "--format=csv",
+    ],
+    "query-events.csv": [
+        "--query-gpu=index,clocks_event_reasons.active,clocks_event_reasons.hw_slowdown,"
+        "clocks_event_reasons.hw_thermal_slowdown,clocks_event_reasons.hw_power_brake_slowdown,"
+        "clocks_event_reasons.sw_thermal_slowdown,clocks_event_reasons.sw_power_cap",
+        "--format=csv",
+    ],
+    "query-throttle.csv": [
+        "--query-gpu=index,clocks_throttle_reasons.active,clocks_throttle_reasons.hw_slowdown",
+        "--format=csv",
+    ],
+    "query-remapped-rows.csv": [
+        "--query-remapped-rows=gpu_bus_id,remapped_rows.correctable,"
+        "remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure",
+        "--format=csv",
+    ],
+}
+#: Other facts of the box that the GPU checks and GPUDirect read.
+SHELL_CAPTURES = {
+    "driver-version.txt": "cat /proc/driver/nvidia/version",
+    "modules.txt": "grep -E '^(nvidia|nvidia_peermem|nv_peer_mem|gdrdrv|ib_core)\\b' /proc/modules",
+    "dmesg-xid.txt": "dmesg 2>&1 | grep -iE 'NVRM|xid' | tail -n 200",
+    "rdma.txt": "ls -l /sys/class/infiniband 2>&1",
+    "fabricmanager.txt": "systemctl is-active nvidia-fabricmanager 2>&1; pgrep -a nv-fabricmanager",
+    "uname.txt": "uname -a; cat /etc/os-release",
+    "tools.txt": "for t in gcc g++ make perl python3 nvcc ldconfig dmesg; do "
+    'printf "%s: %s\\n" "$t" "$(command -v $t)"; done; gcc --version | head -1; nvcc --version',
+    "libcuda.txt": "ldconfig -p | grep -E 'libcuda\\.so|libnvidia-ml'; "
+    "ls -l /usr/local/nvidia/lib*",
+    "dcgm.txt": "command -v dcgmi nv-hostengine; dcgmi --version 2>&1 | head -3",
+    "kernel-dmabuf.txt": "(zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r)) "
+    "2>&1 | grep -iE 'DMA_SHARED_BUFFER|DMABUF|PCI_P2PDMA' ; ls /sys/kernel/mm/memory_peers 2>&1",
+}
+
+
+class Record:
+    """Each step's outcome and time, written to summary.json as it goes."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.started = time.monotonic()
+        self.data: dict = {"steps": {}, "figures": {}}
+        self.lock = threading.Lock()
+
+    def step(self, name: str, ok: bool, seconds: float, **details) -> None:
+        with self.lock:
+            self.data["steps"][name] = {"ok": ok, "seconds": round(seconds, 1), **details}
+            self.say(f"{name}: {'ok' if ok else 'FAILED'} in {seconds:.0f} s")
+            self.save()
+
+    def say(self, line: str) -> None:
+        stamp = time.monotonic() - self.started
+        text = f"[{stamp:6.0f} s] {line}"
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        with (self.out / "onebox.log").open("a") as log:
+            log.write(text + "\n")
+
+    def save(self) -> None:
+        self.data["seconds"] = round(time.monotonic() - self.started, 1)
+        (self.out / "summary.json").write_text(json.dumps(self.data, indent=2) + "\n")
+
+    def ok(self, name: str) -> bool:
+        return self.data["steps"].get(name, {}).get("ok", False)
+
+
+def sh(argv, *, timeout: float, env=None, cwd=None) -> tuple[int, str]:
+    """(exit status, stdout and stderr together); 124 when it ran past `timeout`."""
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+            shell=isinstance(argv, str),
+            check=False,
+            errors="replace",  # Open MPI's warnings can carry stray bytes (seen on an H200)
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout or b""
+        out = out.decode(errors="replace") if isinstance(out, bytes) else out
+        return 124, out + f"\n[timed out after {timeout:.0f} s]"
+    except OSError as exc:
+        return 127, str(exc)
+    return done.returncode, done.stdout + done.stderr
+
+
+def gpu_count() -> int:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    code, out = sh([smi, "-L"], timeout=60)
+    return sum(1 for line in out.splitlines() if line.startswith("GPU ")) if code == 0 else 0
+
+
+def node_facts(rec: Record, captures: Path, cuda_home: str, prefix: str) -> dict:
+    """The box's facts as mpicluster's probe reads them on a node: the script, with its
+    module_utils beside it."""
+    start = time.monotonic()
+    remote = REPO / "mpicluster" / "remote"
+    env = {**os.environ, "PYTHONPATH": str(remote / "module_utils")}
+    code, out = sh(
+        [sys.executable, str(remote / "nodeinfo.py"), prefix, cuda_home], timeout=90, env=env
+    )
+    (captures / "node-facts.json").write_text(out)
+    facts = json.loads(out) if code == 0 else {}
+    gpus = facts.get("gpus") or {}
+    rec.step(
+        "facts",
+        bool(gpus.get("ok")),
+        time.monotonic() - start,
+        gpus=gpus,
+        cuda_toolkit=facts.get("cuda"),
+        os=facts.get("os"),
+        rdma=facts.get("rdma"),
+    )
+    return facts
+
+
+def capture(rec: Record, captures: Path) -> None:
+    """nvidia-smi's outputs and the kernel's view of the GPU, packed at once (kept even if
+    the build then runs out of time). Runs beside the build."""
+    start = time.monotonic()
+    for name, args in SMI_CAPTURES.items():
+        code, out = sh(["nvidia-smi", *args], timeout=20)
+        (captures / name).write_text(out if code == 0 else f"[exit {code}]\n{out}")
+    for name, command in SHELL_CAPTURES.items():
+        (captures / name).write_text(sh(command, timeout=10)[1])
+    pack(rec.out, captures, "captures.tar.gz")
+    rec.step("capture", True, time.monotonic() - start, files=len(list(captures.iterdir())))
+
+
+def box_inventory(work: Path, carry: Path, gpus: int, args: argparse.Namespace):
+    """This one box as mpicluster's inventory."""
+    from mpicluster.cluster.inventory import parse_inventory
+
+    stack = {
+        "install": "source",
+        "prefix": str(work / "opt"),
+        "cuda_home": args.cuda_home,
+        "gpus_present": not args.build_only,
+        "openmpi": {"version": args.openmpi, "cuda": True},
+        "ucx": {"enabled": False},
+        "nccl": {"only_funcs": args.only_funcs} if args.only_funcs else {},
+        "horovod": {"enabled": False},
+        "pytorch": {"enabled": False},
+    }
+    if args.cuda_archs:
+        stack["nccl"]["cuda_archs"] = args.cuda_archs
+    document = {
+        "cluster": "onebox",
+        "nodes": [{"name": "box", "address": "127.0.0.1", "gpus": gpus}],
+        "stack": stack,
+        "sources": {"cache": str(carry / "cache"), "artifacts": str(work / "artifacts")},
+    }
+    return parse_inventory(json.dumps(document), source="onebox")
+
+
+def plan_stack(rec: Record, work: Path, carry: Path, facts: dict, gpus: int, args) -> dict | None:
+    """The variables `up` would hand the stack_build role for this box."""
+    from mpicluster.cluster.layout import Layout
+    from mpicluster.errors import MpiclusterError
+    from mpicluster.stack.prepare import prepare
+
+    start = time.monotonic()
+    try:
+        inventory = box_inventory(work, carry, gpus, args)
+        layout = Layout.of(inventory)
+        planned = prepare(inventory, layout, {"box": facts}, rec.say, offline=True)
+    except MpiclusterError as exc:
+        rec.step("plan", False, time.monotonic() - start, error=str(exc), hint=exc.hint)
+        return None
+    fingerprint = planned.host_vars["box"]["mpicluster_stack_fingerprint"]
+    spec = planned.variables["mpicluster_stack_groups"][fingerprint]
+    found_libcuda = libcuda_outside(spec, work)
+    extra = {
+        **planned.variables,
+        "mpicluster_stack_fingerprint": fingerprint,
+        "mpicluster_layout": layout.as_vars(),
+        "stack_build_scratch": str(work / "scratch"),
+        "stack_build_jobs": args.jobs,
+        "ansible_python_interpreter": sys.executable,
+    }
+    rec.step(
+        "plan",
+        True,
+        time.monotonic() - start,
+        fingerprint=fingerprint,
+        versions=spec["record"]["versions"],
+        openmpi_configure=spec["openmpi_configure_args"],
+        nccl=spec["nccl"],
+        libcuda_outside_candidates=found_libcuda,
+    )
+    return extra
+
+
+def libcuda_outside(spec: dict, work: Path) -> str | None:
+    """Where the build role would find no libcuda.so among the recipe's folders (no
+    toolkit stubs, a driver that ships only libcuda.so.1), the driver's library, linked
+    as libcuda.so in a folder added to the role's candidates; recorded as a finding."""
+    cuda = spec.get("openmpi_cuda")
+    if not cuda or any(Path(d, "libcuda.so").exists() for d in cuda["libdir_candidates"]):
+        return None
+    _, out = sh("ldconfig -p", timeout=30)
+    found = [line.split("=>")[-1].strip() for line in out.splitlines() if "libcuda.so" in line]
+    found += [str(p) for p in Path("/usr/local/nvidia").glob("lib*/libcuda.so*")]
+    if not found:
+        return None
+    folder = work / "libcuda"
+    folder.mkdir(exist_ok=True)
+    (folder / "libcuda.so").symlink_to(found[0])
+    cuda["libdir_candidates"].insert(0, str(folder))
+    return found[0]
+
+
+class Lanes:
+    """ansible-playbook runs of tests/gpu/onebox.yml, each a lane of components."""
+
+    def __init__(self, rec: Record, logs: Path, extra: dict, deadline: float):
+        self.rec, self.logs, self.deadline = rec, logs, deadline
+        self.extra_file = logs / "extravars.json"
+        self.extra_file.write_text(json.dumps(extra, indent=2))
+        self.env = {
+            **os.environ,
+            "ANSIBLE_ROLES_PATH": str(REPO / "playbooks" / "roles"),
+            "ANSIBLE_LIBRARY": str(REPO / "playbooks" / "library"),
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+            "ANSIBLE_NOCOLOR": "1",
+            "LC_ALL": "C.UTF-8",
+        }
+
+    def run(self, name: str, components: list[str], **flags) -> bool:
+        start = time.monotonic()
+        variables = {"onebox_components": components, **flags}
+        argv = [
+            ansible_playbook(),
+            "-i",
+            "localhost,",
+            "-e",
+            f"@{self.extra_file}",
+            "-e",
+            json.dumps(variables),
+            str(Path(__file__).with_name("onebox.yml")),
+        ]
+        timeout = max(30.0, self.deadline - time.monotonic())
+        code, out = sh(argv, timeout=timeout, env=self.env)
+        (self.logs / f"lane-{name}.log").write_text(out)
+        failed = [line for line in out.splitlines() if line.startswith(("fatal:", "failed:"))]
+        self.rec.step(
+            f"build:{name}", code == 0, time.monotonic() - start, exit=code, failed=failed[:3]
+        )
+        return code == 0
+
+
+def ansible_playbook() -> str:
+    for folder in [*os.environ.get("PYTHONPATH", "").split(":"), str(Path(sys.executable).parent)]:
+        for candidate in (
+            Path(folder) / "bin" / "ansible-playbook",
+            Path(folder) / "ansible-playbook",
+        ):
+            if folder and candidate.is_file():
+                return str(candidate)
+    return shutil.which("ansible-playbook") or "ansible-playbook"
+
+
+#: The lanes: (name, components, the lanes it waits for). mpi4py goes last: it is
+#: CPU-only (proven on the local cluster) and its compile is long and serial.
+LANES = (
+    ("mpi", ["openmpi"], ()),
+    ("nccl", ["nccl"], ()),
+    ("cuda_allreduce", ["cuda_allreduce"], ("mpi",)),
+    ("nccl_tests", ["nccl_tests"], ("mpi", "nccl")),
+    ("python", ["python"], ("mpi",)),
+)
+#: Each GPU run and the lane that builds its program; they start as soon as it is built.
+RUN_AFTER = {"torch": "mpi", "cuda": "cuda_allreduce", "nccl-tests": "nccl_tests"}
+
+
+def build_and_run(rec: Record, logs: Path, extra: dict, deadline: float, runs) -> None:
+    """Stage the inputs; then Open MPI beside NCCL; as soon as Open MPI is in, the CUDA
+    allreduce program and mpi4py; once NCCL is in too, nccl-tests; last the verify tasks.
+    `runs` (kind -> function, or None: build only) start as soon as their lane is done."""
+    lanes = Lanes(rec, logs, extra, deadline)
+    if not lanes.run("stage", [], onebox_stage=True):
+        return
+    results: dict[str, bool] = {}
+    done = {name: threading.Event() for name, _, _ in LANES}
+
+    def lane(name: str, components: list[str], after: tuple[str, ...]) -> None:
+        for other in after:
+            done[other].wait()
+        if all(results.get(other) for other in after):
+            results[name] = lanes.run(name, components)
+        else:
+            results[name] = False
+            rec.step(f"build:{name}", False, 0, not_run=f"waits on {', '.join(after)}")
+        done[name].set()
+
+    def run(kind: str, function) -> None:
+        done[RUN_AFTER[kind]].wait()
+        if results.get(RUN_AFTER[kind]):
+            guarded(rec, f"run:{kind}", function)
+        else:
+            rec.step(f"run:{kind}", False, 0, not_run=f"build:{RUN_AFTER[kind]} failed")
+
+    threads = [threading.Thread(target=lane, args=spec) for spec in LANES]
+    threads += [threading.Thread(target=run, args=item) for item in (runs or {}).items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if not all(results.values()):
+        rec.step("build:verify", False, 0, not_run="a component failed")
+        return
+    lanes.run("verify", [], onebox_verify=True)
+
+
+def run_env(stack: str, cuda_home: str) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{stack}/bin:{env['PATH']}"
+    env["LD_LIBRARY_PATH"] = ":".join(
+        p for p in (f"{stack}/lib", f"{cuda_home}/lib64", env.get("LD_LIBRARY_PATH")) if p
+    )
+    env.pop("PYTHONPATH", None)  # the box's own Python packages for torch, not the carried ones
+    return env
+
+
+def smoke_runs(rec: Record, logs: Path, extra: dict, cuda_home: str) -> dict:
+    """The GPU smoke test's programs on this box (kind -> a function that runs and judges
+    one, with the smoke test's own judges)."""
+    from mpicluster.cluster.layout import CUDA_ALLREDUCE
+    from mpicluster.verify import nccl_tests, smoke
+
+    stack = f"{extra['mpicluster_layout']['stacks']}/{extra['mpicluster_stack_fingerprint']}"
+    env = run_env(stack, cuda_home)
+    mpirun = [f"{stack}/bin/mpirun", "--allow-run-as-root", "--oversubscribe"]
+    exports = ["-x", "LD_LIBRARY_PATH", "-x", "PATH"]
+    nccl_env = ["-x", "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,NET"]
+    # ONLY_FUNCS built the ring/simple kernels alone: NCCL must not pick another
+    nccl_env += ["-x", "NCCL_ALGO=Ring", "-x", "NCCL_PROTO=Simple"]
+    all_reduce_perf = f"{stack}/bin/all_reduce_perf"
+    cuda_allreduce = f"{stack}/{CUDA_ALLREDUCE}"
+    torch_program = str(REPO / "mpicluster" / "remote" / "smoke" / "torch_allreduce.py")
+    runs = {
+        "nccl-tests": (all_reduce_perf, [
+            *mpirun, "-np", "1", *exports, *nccl_env, all_reduce_perf, *nccl_tests.ALL_REDUCE_ARGS,
+        ]),
+        "cuda": (cuda_allreduce, [
+            *mpirun, "-np", "2", *exports, *smoke.PML_VERBOSE, cuda_allreduce,
+            *map(str, smoke.GPU_SIZES),
+        ]),
+        "torch": (torch_program, [
+            *mpirun, "-np", "1", *exports, *nccl_env, sys.executable, torch_program,
+            "127.0.0.1", "29511", *map(str, smoke.GPU_SIZES),
+        ]),
+    }  # fmt: skip
+    judges = {"nccl-tests": smoke.judge_nccl_tests, "cuda": smoke.judge_report}
+
+    def one(kind: str, program: str, argv: list[str]) -> None:
+        missing = [p for p in (mpirun[0], program) if not Path(p).exists()]
+        if missing:
+            rec.step(f"run:{kind}", False, 0, not_run=f"not built: {', '.join(missing)}")
+            return
+        start = time.monotonic()
+        code, out = sh(argv, timeout=60, env=env)
+        (logs / f"run-{kind}.txt").write_text(" ".join(argv) + "\n\n" + out)
+        stdout = "\n".join(line for line in out.splitlines() if not line.startswith("["))
+        base = smoke.AllreduceResult(False, "box", kind)
+        judged = judges.get(kind, smoke.judge_report)(base, code, stdout, out, [])
+        result = {k: v for k, v in vars(judged).items() if k not in ("output_tail", "head")}
+        if kind == "cuda":
+            result["pmls"] = smoke.selected_pmls(out)
+            result["open_mpi_warnings"] = sorted(set(OMPI_WARNING.findall(out)))
+        ok = judged.ok and not judged.skipped
+        rec.step(f"run:{kind}", ok, time.monotonic() - start, exit=code, result=result)
+        rec.data["figures"][kind] = figures(judged)
+
+    return {kind: functools.partial(one, kind, *spec) for kind, spec in runs.items()}
+
+
+#: Open MPI's own warnings in a run's output ("The call to cuMemHostRegister(...) failed").
+OMPI_WARNING = re.compile(r"The call to (\w+)\(")
+
+
+def figures(judged) -> dict:
+    """The largest size's bandwidths, for README's table."""
+    if not judged.sizes:
+        return {}
+    last = judged.sizes[-1]
+    return {
+        key: last.get(key) for key in ("bytes", "algbw_gbs", "busbw_gbs", "seconds") if key in last
+    }
+
+
+def guarded(rec: Record, name: str, step, *args):
+    """A step's result; None, recorded as a failure, where it raised."""
+    start = time.monotonic()
+    try:
+        return step(*args)
+    except Exception as exc:  # one broken step must not lose the others
+        tail = traceback.format_exc().splitlines()[-6:]
+        rec.step(
+            f"{name}:crashed", False, time.monotonic() - start, error=repr(exc), traceback=tail
+        )
+        return None
+
+
+def pack(out: Path, folder: Path, name: str) -> None:
+    with tarfile.open(out / name, "w:gz") as archive:
+        archive.add(folder, arcname=folder.name)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--carry", type=Path, default=REPO / ".onebox")
+    parser.add_argument("--work", type=Path, default=Path("/var/tmp/mpicluster-onebox"))
+    parser.add_argument("--cuda-home", default="/usr/local/cuda")
+    parser.add_argument("--openmpi", default="5.0.7")
+    parser.add_argument("--only-funcs", default=ONLY_FUNCS)
+    parser.add_argument("--cuda-archs", nargs="*", default=[])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--budget", type=float, default=500, help="seconds for the build")
+    parser.add_argument("--build-only", action="store_true", help="no GPU: build, no runs")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    # absolute: Ansible looks a relative source up in the role's folders
+    args.out, args.carry, args.work = (p.resolve() for p in (args.out, args.carry, args.work))
+    gpus = gpu_count()
+    if not gpus and not args.build_only:
+        sys.stderr.write(
+            "prove_on_one_gpu: no NVIDIA GPU here (nvidia-smi lists none): the one-box GPU "
+            "proof needs one\n"
+        )
+        return NO_GPU
+    if args.build_only and not args.cuda_archs:
+        sys.stderr.write("onebox: --build-only needs --cuda-archs (no GPU to read them from)\n")
+        return 2
+    if not (args.carry / "cache").is_dir():
+        sys.stderr.write(f"onebox: no source cache in {args.carry}: run tests/gpu/carry.py\n")
+        return 2
+    # OUT gets a few files (summary, log, two packs): the folders packed stay in the work
+    shutil.rmtree(args.work, ignore_errors=True)
+    out, logs, captures = args.out, args.work / "logs", args.work / "captures"
+    for folder in (out, logs, captures):
+        folder.mkdir(parents=True, exist_ok=True)
+    rec = Record(out)
+    rec.data["box"] = {"gpus": gpus, "cores": os.cpu_count(), "python": sys.version.split()[0]}
+    deadline = time.monotonic() + args.budget
+    try:
+        facts = guarded(
+            rec, "facts", node_facts, rec, captures, args.cuda_home, str(args.work / "opt")
+        )
+        capturing = threading.Thread(target=guarded, args=(rec, "capture", capture, rec, captures))
+        capturing.start()
+        extra = guarded(
+            rec, "plan", plan_stack, rec, args.work, args.carry, facts or {}, gpus or 1, args
+        )
+        if extra is not None:
+            runs = None
+            if not args.build_only:  # each program runs once built, whatever else failed
+                runs = guarded(rec, "runs", smoke_runs, rec, logs, extra, args.cuda_home)
+            guarded(rec, "build", build_and_run, rec, logs, extra, deadline, runs)
+        capturing.join()
+    finally:
+        rec.save()
+        pack(out, logs, "logs.tar.gz")
+        pack(out, captures, "captures.tar.gz")
+    return 0 if all(s["ok"] for s in rec.data["steps"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
