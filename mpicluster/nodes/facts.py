@@ -79,7 +79,7 @@ def cores(facts: Facts) -> dict[str, int]:
 
 
 def check_gpus(inventory: Inventory, facts: Facts) -> None:
-    """Every node the inventory gives GPUs shows at least that many in nvidia-smi (unless
+    """Every node the inventory gives GPUs shows exactly that many in nvidia-smi (unless
     stack.gpus_present is false); a MpiclusterError naming each node that does not."""
     if not inventory.stack.gpus_present:
         return
@@ -94,7 +94,9 @@ def check_gpus(inventory: Inventory, facts: Facts) -> None:
                 f"{'is not installed' if found.get('error') == 'nvidia-smi not found' else 'fails'}"
                 f" ({found.get('error') or 'no answer'})"
             )
-        elif found.get("count", 0) < node.gpus:
+        elif found.get("count", 0) != node.gpus:
+            # more than listed too: the hostfile's slots, the smoke test and `run
+            # --per-node` would use the listed count and leave the others idle, silently
             names = ", ".join(found.get("names") or []) or "none"
             reasons[node.name] = (
                 f"the inventory says {node.gpus} GPU(s), nvidia-smi shows "
@@ -105,6 +107,6 @@ def check_gpus(inventory: Inventory, facts: Facts) -> None:
         more = f" (and {len(reasons) - 1} more node(s))" if len(reasons) > 1 else ""
         raise MpiclusterError(
             f"{first[0]}: {first[1]}{more}; nothing was changed on any node",
-            hint="install the NVIDIA driver, correct the node's `gpus:`, or set "
+            hint="install the NVIDIA driver, set the node's `gpus:` to what it has, or set "
             "stack.gpus_present: false to build the GPU stack on nodes without GPUs",
         )

@@ -302,8 +302,8 @@ def gpu_skipped(plan: ClusterPlan, kind: str) -> str:
         return "stack.nccl_tests.enabled is false: all_reduce_perf is not built"
     if kind == "cuda" and stack.openmpi.cuda is False:
         return "stack.openmpi.cuda is false: Open MPI is not CUDA-aware"
-    if kind == "torch" and not stack.horovod.enabled:
-        return "stack.horovod.enabled is false: the stack's Python has no PyTorch"
+    if kind == "torch" and not stack.pytorch.enabled:
+        return "stack.pytorch.enabled is false: the stack's Python has no PyTorch"
     return ""
 
 
@@ -654,6 +654,9 @@ def _mpirun_cause(output: str, kind: str = "mpi4py") -> str:
 
 def _json_line(text: str) -> dict | None:
     for line in reversed(text.splitlines()):
+        # a NUL can precede it: Open MPI 5.0.7's smcuda warning ("The call to
+        # cuMemHostRegister(...) failed") prints stray bytes, seen on an H200
+        line = line.lstrip("\x00")
         if line.startswith("{"):
             try:
                 return json.loads(line)

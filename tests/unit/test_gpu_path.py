@@ -71,6 +71,12 @@ def test_gpu_nodes_must_show_their_gpus_before_anything_changes():
     with pytest.raises(MpiclusterError, match=r"g2: the inventory says 8 GPU\(s\), nvidia-smi "):
         check_gpus(inv, {"g1": CUDA_FACTS | {"gpus": H100}, "g2": CUDA_FACTS | {"gpus": fewer}})
     check_gpus(inv, {"g1": CUDA_FACTS | {"gpus": H100}, "g2": CUDA_FACTS | {"gpus": H100}})
+    # more than the inventory lists: the others would sit idle, unseen
+    more = H100 | {"count": 9, "devices": [*H100["devices"], H100["devices"][0]]}
+    with pytest.raises(
+        MpiclusterError, match=r"g1: the inventory says 8 GPU\(s\), nvidia-smi shows 9"
+    ):
+        check_gpus(inv, {"g1": CUDA_FACTS | {"gpus": more}, "g2": CUDA_FACTS | {"gpus": H100}})
     absent = parse_inventory(
         GPU_INVENTORY + "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0']}}\n"
     )

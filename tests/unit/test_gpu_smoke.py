@@ -330,7 +330,11 @@ def test_runs_the_inventory_did_not_build_are_skipped():
     )
     assert "nccl_tests.enabled is false" in smoke.gpu_skipped(ClusterPlan.of(inv), "nccl-tests")
     assert "not CUDA-aware" in smoke.gpu_skipped(ClusterPlan.of(inv), "cuda")
-    assert "no PyTorch" in smoke.gpu_skipped(ClusterPlan.of(inv), "torch")
+    assert "horovod" not in smoke.gpu_skipped(ClusterPlan.of(inv), "torch")  # PyTorch is there
+    no_torch = inventory(
+        GPU_INVENTORY + "stack: {pytorch: {enabled: false}, horovod: {enabled: false}}\n"
+    )
+    assert "pytorch.enabled is false" in smoke.gpu_skipped(ClusterPlan.of(no_torch), "torch")
     assert [smoke.gpu_skipped(ClusterPlan.of(inventory()), kind) for kind in smoke.GPU_KINDS] == [
         "",
         "",

@@ -100,12 +100,15 @@ def main():
 
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = sys.argv[1], sys.argv[2]
     sizes = [int(arg) for arg in sys.argv[3:]] or DEFAULT_SIZES
-    torch.cuda.set_device(local_rank)
+    if torch.cuda.device_count() < 1:
+        skip(rank, "PyTorch sees no CUDA device here")
+    device = local_rank % torch.cuda.device_count()  # as cuda_allreduce.c takes its GPU
+    torch.cuda.set_device(device)
     dist.init_process_group("nccl", rank=rank, world_size=size)
     hosts = [None] * size
     dist.all_gather_object(hosts, socket.gethostname())
     devices = [None] * size
-    dist.all_gather_object(devices, torch.cuda.get_device_name(local_rank))
+    dist.all_gather_object(devices, torch.cuda.get_device_name(device))
     results = [run_size(torch, dist, count, rank, size) for count in sizes]
     if rank == 0:
         with open("/proc/self/maps") as maps:

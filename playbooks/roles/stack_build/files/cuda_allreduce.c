@@ -2,7 +2,8 @@
  *
  * Run by the smoke test as: mpirun -np <GPUs> ... cuda_allreduce [ELEMENTS...]
  * Each rank takes GPU (OMPI_COMM_WORLD_LOCAL_RANK, else 0) modulo the GPUs it sees,
- * fills N floats there with rank+1 and sums them across ranks with MPI_Allreduce on
+ * before MPI_Init (so that the MPI library, UCX's CUDA transports among it, finds the
+ * rank's own GPU current rather than GPU 0), fills N floats there with rank+1 and sums them across ranks with MPI_Allreduce on
  * the device pointer itself; every element must then be size*(size+1)/2. Timings are
  * taken on a zeroed buffer after a warm-up (the slowest rank's average). Rank 0
  * prints one JSON line shaped like the smoke test's allreduce.py, plus each rank's
@@ -173,6 +174,17 @@ int main(int argc, char **argv)
     const char *env;
     float *host_buf, expected;
     struct cudaDeviceProp prop;
+    cudaError_t count_err, set_err = cudaSuccess;
+
+    /* The device first: mpirun sets the local rank before MPI_Init, and the MPI library
+     * binds its CUDA resources to the device current at MPI_Init. Errors are reported
+     * once MPI can abort the job. */
+    env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (env)
+        local_rank = atoi(env);
+    count_err = cudaGetDeviceCount(&ndev);
+    if (count_err == cudaSuccess && ndev > 0)
+        set_err = cudaSetDevice(local_rank % ndev);
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -185,15 +197,12 @@ int main(int argc, char **argv)
     if (nsizes < 0)
         MPI_Abort(MPI_COMM_WORLD, 1);
 
-    env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (env)
-        local_rank = atoi(env);
-    CUDA(cudaGetDeviceCount(&ndev));
+    cuda_check(count_err, "cudaGetDeviceCount(&ndev)");
     if (ndev < 1) {
         fprintf(stderr, "cuda_allreduce: %s rank %d: no CUDA device\n", host, rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    CUDA(cudaSetDevice(local_rank % ndev));
+    cuda_check(set_err, "cudaSetDevice(local_rank % ndev)");
     CUDA(cudaGetDeviceProperties(&prop, local_rank % ndev));
     snprintf(device, NAME_LEN, "%s", prop.name);
 
