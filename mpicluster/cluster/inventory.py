@@ -235,6 +235,10 @@ class PyTorch(_Model):
     #: The NCCL that PyTorch loads: "wheel" (the one its wheels ship, as PyTorch tested
     #: it) or "stack" (the NCCL mpicluster built; at least the wheel's version).
     nccl: Literal["wheel", "stack"] = "wheel"
+    #: An index pip asks beside PyPI for PyTorch (and its CUDA libraries), e.g. PyTorch's
+    #: https://download.pytorch.org/whl/cu128 for a driver that runs CUDA 12.8: PyPI's
+    #: default Linux build needs the newest CUDA. The wheelhouse is kept per index.
+    index_url: Url | None = None
 
     _cuda = field_validator("cuda", mode="before")(_true_false_auto)
 

@@ -15,7 +15,15 @@ from mpicluster.cluster.lockfile import Source
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.nodes import facts as node_facts
-from mpicluster.stack import artifacts, distribute, recipe, sources, wheels
+from mpicluster.stack import (
+    artifacts,
+    cuda_compat,
+    disk_need,
+    distribute,
+    recipe,
+    sources,
+    wheels,
+)
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
 from mpicluster.stack.plan import Group, plan
@@ -33,6 +41,8 @@ class StackPlan:
     host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
     builders: list[str] = field(default_factory=list)
     installers: list[str] = field(default_factory=list)
+    #: What `up`'s plan says beside the groups (CUDA newer than a driver's, by a minor).
+    notes: list[str] = field(default_factory=list)
 
 
 def cache_of(inventory: Inventory) -> SourceCache:
@@ -81,14 +91,18 @@ def fetch(
         files[source.component] = cache.ensure(source, progress, offline=offline)
     houses = {}
     platforms = list(platforms)
-    wanted = wheels.requirements(
-        inventory.stack.horovod.enabled, sources.torch_requirement(inventory)
-    )
+    wanted_torch = sources.torch_requirement(inventory)
+    wanted = wheels.requirements(inventory.stack.horovod.enabled, wanted_torch)
     wanted += nvml_requirements(inventory, platforms)
     for platform in platforms:
         if platform.wheel_target not in houses:
             houses[platform.wheel_target] = wheels.ensure_wheelhouse(
-                cache.root, platform, wanted, progress, offline=offline
+                cache.root,
+                platform,
+                wanted,
+                progress,
+                offline=offline,
+                index_url=inventory.stack.pytorch.index_url if wanted_torch else None,
             )
     return FetchResult(files, houses)
 
@@ -137,6 +151,7 @@ def prepare(
         inventory, platforms(inventory, facts).values(), progress, ucx=ucx, offline=offline
     )
     cached, houses = fetched.files, fetched.houses
+    notes = check_drivers(inventory, facts, houses)
     files = {name: entry.path for name, entry in cached.items()}
     needed = [entry.source for entry in cached.values()]  # the files actually used
     cache_dir = inventory.resolve_path(inventory.sources.artifacts)
@@ -149,7 +164,7 @@ def prepare(
         recipe_digest(),
         cache_dir,
     )
-    result = StackPlan(groups)
+    result = StackPlan(groups, notes=notes)
     for group in groups:
         if group.install and not group.builder and group.artifact is not None:
             progress(f"Checking {group.artifact.name} against its recorded sha256")
@@ -166,11 +181,46 @@ def prepare(
         )
         for name in group.nodes:
             result.host_vars[name] = {"mpicluster_stack_fingerprint": group.fingerprint}
+            if name in group.install or name == group.builder:
+                result.host_vars[name]["preflight_min_free_kb"] = disk_need.needed_kib(
+                    specs[group.fingerprint], builder=name == group.builder
+                )
         if group.builder:
             result.builders.append(group.builder)
         result.installers += group.install
     result.variables = {"mpicluster_stack_groups": specs}
     return result
+
+
+def check_drivers(
+    inventory: Inventory, facts: dict[str, dict[str, Any]], houses: dict[str, wheels.Wheelhouse]
+) -> list[str]:
+    """Refuse, before anything is built, a GPU node whose driver cannot run the CUDA of
+    its toolkit or of the wheelhouse's PyTorch (one line per node, with the fix); return
+    the notes for what runs under minor version compatibility."""
+    if not inventory.stack.gpus_present:
+        return []  # no driver to ask: the stack is built for GPUs that are not there
+    requirement = sources.torch_requirement(inventory)
+    refused: dict[str, str] = {}
+    notes: list[str] = []
+    for node in inventory.gpu_nodes:
+        seen = facts.get(node.name) or {}
+        gpus = seen.get("gpus") or {}
+        torch = None
+        if requirement:
+            house = houses[platform_of(seen, inventory, node.gpus).wheel_target]
+            wheel = wheels.torch_wheel(house, requirement)
+            if wheel and wheel.cuda_version:
+                torch = (wheel.version, wheel.cuda_version)
+        wanted = cuda_compat.needs(seen.get("cuda"), inventory.stack.cuda_home, torch)
+        if why := cuda_compat.refusal(gpus.get("driver"), gpus.get("cuda"), wanted):
+            refused[node.name] = why
+        notes += [f"{node.name}: {note}" for note in cuda_compat.notes(gpus.get("cuda"), wanted)]
+    if refused:
+        first, why = next(iter(refused.items()))
+        more = f" (and {len(refused) - 1} more node(s))" if len(refused) > 1 else ""
+        raise MpiclusterError(f"{first}: {why}{more}; nothing was changed on any node")
+    return sorted(set(notes))
 
 
 def platforms_unasked(
@@ -367,7 +417,9 @@ def torch_spec(
         chosen = "stack"
     return {
         "requirement": requirement,
+        "version": wheel.version,
         "cuda": wheel.cuda,
+        "cuda_version": wheel.cuda_version,
         "wheel_nccl": wheel.nccl,
         "nccl": chosen,
     }

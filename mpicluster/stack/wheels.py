@@ -19,6 +19,7 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from mpicluster.errors import MpiclusterError
+from mpicluster.stack import cuda_compat
 from mpicluster.stack.cache import sha256_of
 from mpicluster.stack.fingerprint import Platform
 from mpicluster.util import proc
@@ -72,8 +73,11 @@ def ensure_wheelhouse(
     progress: Progress,
     *,
     offline: bool = False,
+    index_url: str | None = None,
 ) -> Wheelhouse:
-    folder = cache_root / "wheels" / platform.wheel_target
+    """`index_url`: an index pip asks beside PyPI (stack.pytorch.index_url); each index
+    has its own folder, so that one index's wheels never stand in for another's."""
+    folder = cache_root / "wheels" / house_name(platform, index_url)
     manifest = folder / "manifest.json"
     if manifest.exists():
         recorded = json.loads(manifest.read_text())
@@ -105,6 +109,8 @@ def ensure_wheelhouse(
     ]
     for tag in MANYLINUX:
         argv += ["--platform", f"{tag}_{platform.arch}"]
+    if index_url:
+        argv += ["--extra-index-url", index_url]
     proc.run(
         [*argv, *wanted],
         hint="pip could not download the wheels the nodes need; "
@@ -113,6 +119,13 @@ def ensure_wheelhouse(
     files = {p.name: sha256_of(p) for p in sorted(folder.glob("*.whl"))}
     manifest.write_text(json.dumps({"requirements": wanted, "files": files}, indent=2) + "\n")
     return Wheelhouse(folder, tuple(wanted), files)
+
+
+def house_name(platform: Platform, index_url: str | None) -> str:
+    """The wheelhouse's folder: the platform's wheel target, and the index beside PyPI."""
+    if not index_url:
+        return platform.wheel_target
+    return f"{platform.wheel_target}-{hashlib.sha256(index_url.encode()).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
@@ -124,6 +137,8 @@ class TorchWheel:
     cuda: bool
     #: the NCCL release its wheel pins (nvidia-nccl-cuXX==V), None for a CPU build
     nccl: str | None
+    #: the CUDA release it is built for ("13.0"), None for a CPU build
+    cuda_version: str | None = None
 
 
 def torch_wheel(house: Wheelhouse, requirement: str) -> TorchWheel | None:
@@ -143,19 +158,34 @@ def torch_wheel(house: Wheelhouse, requirement: str) -> TorchWheel | None:
     if not candidates:
         return None
     version, name = max(candidates)
-    nccl = nccl_pin(house.path / name) if (house.path / name).is_file() else None
-    return TorchWheel(name, str(version), version.local != "cpu", nccl)
+    requires = requires_of(house.path / name) if (house.path / name).is_file() else []
+    cuda = version.local != "cpu"
+    return TorchWheel(
+        name,
+        str(version),
+        cuda,
+        nccl_pin(requires),
+        cuda_compat.torch_cuda(str(version), requires) if cuda else None,
+    )
 
 
-def nccl_pin(wheel: Path) -> str | None:
-    """The NCCL release a PyTorch wheel requires (Requires-Dist: nvidia-nccl-cu13==2.29.7)."""
+def requires_of(wheel: Path) -> list[str]:
+    """A wheel's Requires-Dist lines (its METADATA), without the field name."""
     with zipfile.ZipFile(wheel) as archive:
         metadata = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
         text = archive.read(metadata).decode("utf-8", "replace") if metadata else ""
-    for line in text.splitlines():
-        if line.startswith("Requires-Dist:"):
-            requirement = Requirement(line.split(":", 1)[1].strip())
-            if requirement.name.startswith("nvidia-nccl"):
-                pins = [s.version for s in requirement.specifier if s.operator == "=="]
-                return pins[0] if pins else None
+    return [
+        line.split(":", 1)[1].strip()
+        for line in text.splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
+
+
+def nccl_pin(requires: list[str]) -> str | None:
+    """The NCCL release a PyTorch wheel requires (Requires-Dist: nvidia-nccl-cu13==2.29.7)."""
+    for line in requires:
+        requirement = Requirement(line)
+        if requirement.name.startswith("nvidia-nccl"):
+            pins = [s.version for s in requirement.specifier if s.operator == "=="]
+            return pins[0] if pins else None
     return None

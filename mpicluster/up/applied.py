@@ -31,6 +31,9 @@ WHOLE_FILES = ("/etc/hosts", "/etc/nsswitch.conf")
 #: Extra vars that are not inputs of what a node ends up with: the build plan (the
 #: fingerprint in each node's host vars is) and the digest itself.
 NOT_INPUTS = ("mpicluster_stack_groups", "mpicluster_applied_inputs")
+#: Host vars that are not either: the free space the preflight asks of a node that
+#: installs or builds its stack (none once it is in use).
+NOT_HOST_INPUTS = ("preflight_min_free_kb",)
 
 
 def watched(footprint: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -77,7 +80,11 @@ def inputs_digest(
             node.name: _digest(
                 {
                     "ssh": _ssh_of(plan.node_ssh(node)),
-                    "host_vars": host_vars.get(node.name, {}),
+                    "host_vars": {
+                        k: v
+                        for k, v in host_vars.get(node.name, {}).items()
+                        if k not in NOT_HOST_INPUTS
+                    },
                     "identity": (facts.get(node.name) or {}).get("identity"),
                 }
             )

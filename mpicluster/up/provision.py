@@ -265,9 +265,14 @@ def describe_plan(stack: StackPlan) -> list[str]:
                 "wheelhouse's PyTorch is a CPU build"
             )
         torch = spec.get("pytorch")
+        if group.builder and torch:
+            build = f"CUDA {torch.get('cuda_version') or '?'}" if torch["cuda"] else "CPU"
+            lines.append(
+                f"Stack {group.fingerprint}: PyTorch {torch.get('version')} ({build} build)"
+            )
         if group.builder and torch and torch["nccl"] == "stack":
             lines.append(
                 f"Stack {group.fingerprint}: PyTorch loads the stack's NCCL "
                 f"(its wheel's NCCL {torch['wheel_nccl']} is replaced by a link)"
             )
-    return lines
+    return lines + stack.notes

@@ -176,6 +176,11 @@ def test_the_inputs_digest_follows_what_the_playbooks_make_a_node_from():
     fingerprint = digest(host_vars={"a": {"mpicluster_stack_fingerprint": "f"}})
     assert fingerprint["nodes"]["a"] != base["nodes"]["a"]
     assert fingerprint["nodes"]["b"] == base["nodes"]["b"]
+    # the free space asked of a node that installs: gone once the stack is in use
+    installing = digest(
+        host_vars={"a": {"mpicluster_stack_fingerprint": "f", "preflight_min_free_kb": 9}}
+    )
+    assert installing == fingerprint
     new_key = digest(identity={**IDENTITY, "host_keys": ["ssh-ed25519 NEW"]})
     assert new_key == {**base, "nodes": {"a": new_key["nodes"]["a"], "b": base["nodes"]["b"]}}
     assert new_key["nodes"]["a"] != base["nodes"]["a"]

@@ -53,8 +53,9 @@ def test_the_requirement_names_the_build_and_pip_picks_as_pip_does(house):
     assert torch_wheel(house, "torch==2.13.0").filename == CPU_WHEEL
     cuda = torch_wheel(house, torch_requirement("2.13.0", True))
     assert (cuda.filename, cuda.cuda, cuda.nccl) == (CUDA_WHEEL, True, "2.29.7")
+    assert cuda.cuda_version == "13.0"  # its cuda-toolkit pin
     cpu = torch_wheel(house, torch_requirement("2.13.0", False))
-    assert (cpu.cuda, cpu.nccl) == (False, None)
+    assert (cpu.cuda, cpu.nccl, cpu.cuda_version) == (False, None, None)
     assert torch_wheel(house, "torch==2.14.1") is None
 
 
@@ -68,7 +69,9 @@ def test_stack_nccl_replaces_the_wheels_when_it_is_at_least_as_new(house):
     spec = torch_spec(inv, house, True, nccl)
     assert spec == {
         "requirement": "torch==2.13.0,!=2.13.0+cpu",
+        "version": "2.13.0",
         "cuda": True,
+        "cuda_version": "13.0",
         "wheel_nccl": "2.29.7",
         "nccl": "stack",
     }
