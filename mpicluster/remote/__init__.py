@@ -28,6 +28,7 @@ LIBRARIES = (
     "mpilaunch",
     "accessfacts",
     "fabricfacts",
+    "gpuhealth",
     "mpicluster_applied",
     "procinfo",
 )

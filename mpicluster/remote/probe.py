@@ -36,6 +36,7 @@ import time
 
 import accessfacts
 import fabricfacts
+import gpuhealth
 from mpilaunch import launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped
 
@@ -361,6 +362,7 @@ def gather(spec):
             "resolve": resolved,
             "interfaces": interfaces(),
             "fabric": fabricfacts.fabric(layout["mpi_bin"], os.environ),
+            "gpu_health": gpuhealth.health() if (facts.get("gpus") or {}).get("ok") else None,
             "neighbour": neighbour_limits(),
             "disk": disk(disk_paths),
             "files": files,

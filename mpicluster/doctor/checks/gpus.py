@@ -1,14 +1,17 @@
 """Check 7: on nodes the inventory gives GPUs, nvidia-smi works, shows as many GPUs as
-the inventory says, and driver and CUDA versions agree across nodes."""
+the inventory says, driver and CUDA versions agree across nodes, and each GPU is healthy
+(gpu_health: Xid errors, ECC, row remapping, NVLink, PCIe, clocks, NVSwitch fabric,
+persistence mode, the driver's recovery action)."""
 
 from __future__ import annotations
 
+from mpicluster.doctor.checks import gpu_health
 from mpicluster.doctor.checks.common import majority, plural
 from mpicluster.doctor.model import CheckReport, failed, passed
 from mpicluster.doctor.runner import Gathered
 
 NAME = "gpus"
-TITLE = "GPUs (nvidia-smi, count, driver and CUDA versions)"
+TITLE = "GPUs (nvidia-smi, count, driver and CUDA versions, health)"
 
 
 def check(g: Gathered) -> CheckReport:
@@ -60,6 +63,9 @@ def check(g: Gathered) -> CheckReport:
         for node in differ:
             odd[node].append(f"{label} {values[node]} (the others: {best})")
     for node, info in working.items():
+        health = (g.facts(node) or {}).get("gpu_health") or {}
+        findings = gpu_health.judge(node, health)
+        report.results += findings
         if odd[node]:
             report.results.append(
                 failed(
@@ -68,12 +74,14 @@ def check(g: Gathered) -> CheckReport:
                     f"install the same NVIDIA driver on {node} as on the other nodes",
                 )
             )
-        else:
+        elif not findings:
+            read = gpu_health.summary(health)
             report.results.append(
                 passed(
                     node,
                     f"{plural(info['count'], 'GPU')} ({', '.join(info.get('names') or [])}), "
-                    f"driver {info.get('driver')}, CUDA {info.get('cuda')}",
+                    f"driver {info.get('driver')}, CUDA {info.get('cuda')}"
+                    + (f"; {read}" if read else ""),
                 )
             )
     return report
