@@ -56,6 +56,8 @@ BLOCK_BEGIN = "# BEGIN mpicluster (managed: edits inside this block are overwrit
 BLOCK_END = "# END mpicluster"
 ENVIRONMENT_FILE = "/etc/environment"
 LD_CONF = "/etc/ld.so.conf.d/mpicluster.conf"
+#: Loads nvidia-peermem at boot on GPU nodes with RDMA that need it (the base role).
+PEERMEM_CONF = "/etc/modules-load.d/mpicluster-nvidia-peermem.conf"
 FINGERPRINT_NAME = "FINGERPRINT.json"
 #: The CUDA-aware MPI allreduce the GPU smoke test runs, inside a stack folder (built
 #: by the stack_build role when Open MPI is CUDA-aware).
@@ -203,6 +205,7 @@ class Layout:
                 "in_place": True,  # container runtimes bind-mount it: no rename onto it
             },
             {"path": LD_CONF, "kind": "file"},
+            {"path": PEERMEM_CONF, "kind": "file"},
             {"path": CONFIG_DIR, "kind": "tree"},
             {"path": BUILD_SCRATCH, "kind": "tree"},
             {"path": RELAY_DIR, "kind": "tree"},
@@ -242,6 +245,7 @@ class Layout:
             "cluster_json": CLUSTER_JSON,
             "env_file": ENV_FILE,
             "ld_conf": LD_CONF,
+            "peermem_conf": PEERMEM_CONF,
             "environment_file": ENVIRONMENT_FILE,
             "block_begin": BLOCK_BEGIN,
             "block_end": BLOCK_END,

@@ -238,6 +238,27 @@ def rdma_devices():
         return []
 
 
+def gpudirect():
+    """What GPUDirect RDMA needs on this node: the peer-memory module loaded (the
+    driver's nvidia-peermem, or Mellanox's older nv_peer_mem) or loadable, or dma-buf:
+    the driver's open kernel module on a kernel of 5.12 or later (NCCL then registers GPU
+    memory through dma-buf and needs no module)."""
+    modules = read_text("/proc/modules") or ""
+    loaded = re.search(r"^(nvidia_peermem|nv_peer_mem) ", modules, re.M)
+    code, _, _ = run(["modinfo", "-n", "nvidia-peermem"], timeout=10)
+    version = read_text("/proc/driver/nvidia/version") or ""
+    release = (read_text("/proc/sys/kernel/osrelease") or "").strip()
+    numbers = re.match(r"(\d+)\.(\d+)", release)
+    return {
+        "peermem_loaded": loaded.group(1) if loaded else None,
+        "peermem_available": code == 0,
+        "open_kernel_module": "Open Kernel Module" in version,
+        "kernel": release,
+        "dmabuf_kernel": bool(numbers)
+        and (int(numbers.group(1)), int(numbers.group(2))) >= (5, 12),
+    }
+
+
 def node_facts(prefix, cuda_home, with_gpus=True):
     gcc, gcc_error = gcc_version()
     return {
@@ -250,6 +271,7 @@ def node_facts(prefix, cuda_home, with_gpus=True):
         "gcc_error": gcc_error,
         "cuda": cuda_version(cuda_home),
         "gpus": gpus() if with_gpus else None,
+        "gpudirect": gpudirect() if with_gpus else None,
         "rdma": rdma_devices(),
         "current": current_stack(prefix),
         "stack_users": stack_users(prefix),

@@ -182,6 +182,20 @@ def _show_allreduce(display: Display, run: AllreduceResult) -> None:
             display.detail(run.output_tail)
 
 
+def _gpudirect(run: AllreduceResult) -> list[str]:
+    """Whether NCCL's InfiniBand/RoCE traffic went straight from GPU memory."""
+    direct = run.details.get("gpudirect_rdma")
+    if not direct or set(run.details.get("nccl_network") or {}) == {"Socket"}:
+        return []
+    if direct["used"]:
+        return [f"  GPUDirect RDMA: used ({', '.join(direct['enabled'])})"]
+    return [
+        "  GPUDirect RDMA: not used: NCCL staged GPU memory through host memory "
+        f"(off for {', '.join(direct['disabled']) or 'every card'}; load nvidia-peermem, "
+        "see `mpicluster doctor`)"
+    ]
+
+
 def _transport(run: AllreduceResult) -> list[str]:
     """Which of Open MPI's PMLs carried the run, or NCCL's network, as its ranks said."""
     chosen = run.details.get("nccl_network")
@@ -190,7 +204,7 @@ def _transport(run: AllreduceResult) -> list[str]:
         note = (
             " (TCP sockets: no InfiniBand/RoCE NCCL could use)" if set(chosen) == {"Socket"} else ""
         )
-        return [f"  NCCL's network: {names}{note}"]
+        return [f"  NCCL's network: {names}{note}", *_gpudirect(run)]
     pml = run.details.get("pml")
     if not pml:
         return []

@@ -79,12 +79,28 @@ def rdma_host_vars(
 ) -> dict[str, dict[str, Any]]:
     """`host_vars` with `base_rdma: true` for each node that has an RDMA device: the base
     role installs rdma-core's run-time libraries there (NCCL and UCX load libibverbs and
-    the device's provider at run time, and fall back to TCP sockets without them)."""
+    the device's provider at run time, and fall back to TCP sockets without them); and
+    `base_peermem: true` where such a node also has GPUs that need nvidia-peermem for
+    GPUDirect RDMA (peermem_wanted)."""
     merged = {name: dict(values) for name, values in host_vars.items()}
     for node in inventory.nodes:
-        if (facts.get(node.name) or {}).get("rdma"):
+        seen = facts.get(node.name) or {}
+        if seen.get("rdma"):
             merged.setdefault(node.name, {})["base_rdma"] = True
+            if node.gpus and inventory.stack.gpus_present and peermem_wanted(seen):
+                merged[node.name]["base_peermem"] = True
     return merged
+
+
+def peermem_wanted(seen: dict[str, Any]) -> bool:
+    """Whether NCCL needs the driver's nvidia-peermem module on this GPU node to move GPU
+    memory straight to its RDMA card: the module ships with the driver, and dma-buf (the
+    driver's open kernel module on a kernel >= 5.12) is not there to do it instead.
+    Whether it is loaded now does not count: the answer stays the same once `up` loaded
+    it."""
+    direct = seen.get("gpudirect") or {}
+    dmabuf = direct.get("open_kernel_module") and direct.get("dmabuf_kernel")
+    return bool(direct.get("peermem_available")) and not dmabuf
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,30 @@ _NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
 _NET_DEVICES = re.compile(r"NCCL INFO NET/(IB|Socket) : Using (.*?)(?:; OOB .*)?\s*$")
 #: NCCL's INFO lines: what a failure shows leaves them out.
 INFO_LINE = re.compile(r" NCCL INFO ")
+#: Whether NCCL moves GPU memory straight to the network card (GPUDirect RDMA), per
+#: card (net_ib.cc, net_socket.cc: "NET/IB : GPU Direct RDMA Enabled for HCA 0
+#: 'mlx5_0'"; on the H200 here: "NET/Socket : GPU Direct RDMA Disabled for HCA 0
+#: 'eth0'"), and the connections that use it ("... via NET/IB/0/GDRDMA").
+_GDR_CARD = re.compile(
+    r"NCCL INFO NET/(.+?) : GPU Direct RDMA (Enabled|Disabled) for HCA \d+ '([^']+)'"
+)
+#: (a proxy rank in brackets: "via NET/IB/0(1)/GDRDMA")
+_GDR_CHANNEL = re.compile(r"NCCL INFO Channel .* via NET/.+?/\d+(?:\(\d+\))?/GDRDMA")
+
+
+def gpudirect(text: str) -> dict[str, object] | None:
+    """What NCCL said of GPUDirect RDMA over its network cards: {"enabled": [cards],
+    "disabled": [cards], "used": whether a connection went through it}; None when it
+    said nothing (one node: no network connection at all, or NET lines not asked for)."""
+    enabled: set[str] = set()
+    disabled: set[str] = set()
+    for match in _GDR_CARD.finditer(text):
+        card = f"{match.group(1)}:{match.group(3)}"
+        (enabled if match.group(2) == "Enabled" else disabled).add(card)
+    used = bool(_GDR_CHANNEL.search(text))
+    if not (enabled or disabled or used):
+        return None
+    return {"enabled": sorted(enabled), "disabled": sorted(disabled - enabled), "used": used}
 
 
 def networks(text: str) -> dict[str, str]:

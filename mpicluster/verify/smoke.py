@@ -470,6 +470,8 @@ def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py")
         judged.details["pml"] = ",".join(pmls)
     if kind == "nccl-tests" and (chosen := nccl_tests.networks(said)):
         judged.details["nccl_network"] = chosen
+    if kind == "nccl-tests" and (direct := nccl_tests.gpudirect(said)):
+        judged.details["gpudirect_rdma"] = direct
     return judged
 
 

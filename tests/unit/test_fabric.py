@@ -332,3 +332,33 @@ def test_up_gives_rdma_core_to_the_nodes_that_have_an_rdma_device():
         "b": {"x": 1},
     }
     assert "base_rdma" not in stack_vars["a"]  # the stack's own host vars are left as they were
+
+
+def test_up_loads_nvidia_peermem_on_gpu_nodes_with_rdma_where_dmabuf_cannot_do_it():
+    from mpicluster.cluster.inventory import parse_inventory
+    from mpicluster.up.provision import peermem_wanted, rdma_host_vars
+
+    inv = parse_inventory(
+        "cluster: t\nnodes:\n  - {name: g1, gpus: 8}\n  - {name: g2, gpus: 8}\n  - {name: cpu}\n"
+    )
+    old_kernel = {"peermem_available": True, "open_kernel_module": False, "dmabuf_kernel": False}
+    dmabuf = {"peermem_available": True, "open_kernel_module": True, "dmabuf_kernel": True}
+    assert peermem_wanted({"gpudirect": old_kernel})
+    assert not peermem_wanted({"gpudirect": dmabuf})  # NCCL registers through dma-buf
+    assert not peermem_wanted({"gpudirect": old_kernel | {"peermem_available": False}})
+    # loaded already (by the last up): the same answer, so the next up changes nothing
+    assert peermem_wanted({"gpudirect": old_kernel | {"peermem_loaded": "nvidia_peermem"}})
+    facts = {
+        "g1": {"rdma": ["mlx5_0"], "gpudirect": old_kernel},
+        "g2": {"rdma": [], "gpudirect": old_kernel},  # no RDMA card: nothing to go direct to
+        "cpu": {"rdma": ["mlx5_0"], "gpudirect": old_kernel},  # no GPUs
+    }
+    assert rdma_host_vars(inv, facts, {}) == {
+        "g1": {"base_rdma": True, "base_peermem": True},
+        "cpu": {"base_rdma": True},
+    }
+    built_elsewhere = parse_inventory(
+        "cluster: t\nnodes:\n  - {name: g1, gpus: 8}\n"
+        "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0']}}\n"
+    )
+    assert rdma_host_vars(built_elsewhere, facts, {}) == {"g1": {"base_rdma": True}}

@@ -66,3 +66,46 @@ def test_the_node_probe_read_the_h200_as_the_plan_needs_it():
     assert (gpus["count"], gpus["driver"], gpus["cuda"]) == (1, "580.159.04", "13.0")
     assert gpus["devices"][0]["compute_cap"] == "9.0"
     assert facts["cuda"] == "13.0.88"
+
+
+def test_what_nccl_said_of_gpudirect_rdma():
+    # the H200: no InfiniBand, NCCL on sockets, GPUDirect RDMA off for its one "card"
+    assert nccl_tests.gpudirect(said("run-nccl-tests.txt")) == {
+        "enabled": [],
+        "disabled": ["Socket:eth0"],
+        "used": False,
+    }
+    # NCCL 2.29's own format strings (graph/topo.cc, transport/net.cc) on an IB node
+    ib = (
+        "n1:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'\n"
+        "n1:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'\n"
+        "n1:1:1 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA\n"
+    )
+    assert nccl_tests.gpudirect(ib) == {
+        "enabled": ["IB:mlx5_0"],
+        "disabled": ["IB:mlx5_1"],
+        "used": True,
+    }
+    proxied = "n1:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1(3)/GDRDMA\n"
+    assert nccl_tests.gpudirect(proxied)["used"] is True
+    staged = "n1:1:1 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0\n"
+    assert nccl_tests.gpudirect(staged) is None
+    assert nccl_tests.gpudirect("") is None
+
+
+def test_up_says_whether_nccl_used_gpudirect_rdma_over_infiniband():
+    from mpicluster.render.up import _transport
+
+    run = AllreduceResult(True, "g1", "nccl-tests")
+    run.details = {
+        "nccl_network": {"IB": "[0]mlx5_0:1/IB"},
+        "gpudirect_rdma": {"enabled": [], "disabled": ["IB:mlx5_0"], "used": False},
+    }
+    lines = _transport(run)
+    assert lines[0] == "  NCCL's network: IB [0]mlx5_0:1/IB"
+    assert lines[1].startswith("  GPUDirect RDMA: not used: NCCL staged GPU memory through host")
+    run.details["gpudirect_rdma"] = {"enabled": ["IB:mlx5_0"], "disabled": [], "used": True}
+    assert _transport(run)[1] == "  GPUDirect RDMA: used (IB:mlx5_0)"
+    # on sockets there is no RDMA to speak of
+    run.details["nccl_network"] = {"Socket": "[0]eth0:192.0.2.2<0>"}
+    assert len(_transport(run)) == 1

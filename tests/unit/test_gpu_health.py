@@ -200,3 +200,36 @@ def test_what_runs_on_nodes_parses_as_python_3_6():
     assert any(p.name == "gpuhealth.py" for p in shipped)
     for path in shipped:
         ast.parse(path.read_text(), filename=str(path), feature_version=(3, 6))
+
+
+def test_gpudirect_rdma_off_beside_infiniband_is_a_warning_with_the_fix(probe):
+    # the H200's kernel: 6.18 with the driver's open kernel module, no peer-memory module
+    assert "Open Kernel Module" in (DATA / "driver-version.txt").read_text()
+    h200 = {"peermem_loaded": None, "peermem_available": False, "open_kernel_module": True}
+    h200 |= {"kernel": "6.18.44-fc-v310-gpu", "dmabuf_kernel": True}
+    ib = ["mlx5_0:1"]
+    assert gpu_health.judge_gpudirect("g1", {"gpudirect": h200}, ib) == []  # dma-buf
+    old_kernel = h200 | {"kernel": "5.4.0-150-generic", "dmabuf_kernel": False}
+    (finding,) = gpu_health.judge_gpudirect("g1", {"gpudirect": old_kernel}, ib)
+    assert finding.status == Status.WARN
+    assert finding.evidence.startswith("g1: GPUDirect RDMA is off over mlx5_0:1: nvidia-peermem")
+    assert "install the NVIDIA driver's nvidia-peermem" in finding.fix
+    loadable = old_kernel | {"peermem_available": True, "open_kernel_module": False}
+    (finding,) = gpu_health.judge_gpudirect("g1", {"gpudirect": loadable}, ib)
+    assert finding.fix.startswith("modprobe nvidia-peermem")
+    loaded = loadable | {"peermem_loaded": "nvidia_peermem"}
+    assert gpu_health.judge_gpudirect("g1", {"gpudirect": loaded}, ib) == []
+    # no InfiniBand or RoCE port: nothing to say (the H200 here had none)
+    assert gpu_health.judge_gpudirect("g1", {"gpudirect": old_kernel}, []) == []
+
+
+def test_the_probe_reads_what_gpudirect_needs_on_this_machine(probe):
+    found = probe["gpudirect"]()
+    assert set(found) == {
+        "peermem_loaded",
+        "peermem_available",
+        "open_kernel_module",
+        "kernel",
+        "dmabuf_kernel",
+    }
+    assert found["kernel"] and isinstance(found["dmabuf_kernel"], bool)

@@ -213,3 +213,30 @@ def summary(health: dict[str, Any]) -> str:
     for error in health.get("errors") or []:
         parts.append(f"not read: {error}")
     return "; ".join(parts)
+
+
+def judge_gpudirect(node: str, health: dict[str, Any], rdma_ports: list[str]) -> list[Result]:
+    """A node with GPUs and an active InfiniBand/RoCE port, where NCCL cannot move GPU
+    memory straight to the card: it stages through host memory, several times slower."""
+    direct = health.get("gpudirect")
+    if not rdma_ports or not direct or direct.get("peermem_loaded"):
+        return []
+    if direct.get("open_kernel_module") and direct.get("dmabuf_kernel"):
+        return []  # NCCL registers GPU memory through dma-buf: no module needed
+    load = (
+        "modprobe nvidia-peermem and list it in /etc/modules-load.d/ (or rerun `mpicluster "
+        "up`, which does both)"
+        if direct.get("peermem_available")
+        else "install the NVIDIA driver's nvidia-peermem module (it comes with driver 470 "
+        "and later), or use the driver's open kernel module on a kernel >= 5.12 (dma-buf)"
+    )
+    return [
+        warned(
+            node,
+            f"{node}: GPUDirect RDMA is off over {', '.join(rdma_ports)}: nvidia-peermem is not "
+            f"loaded and dma-buf is not available (kernel {direct.get('kernel') or '?'}"
+            f"{', open kernel module' if direct.get('open_kernel_module') else ''}): NCCL "
+            "stages GPU memory through host memory",
+            load,
+        )
+    ]

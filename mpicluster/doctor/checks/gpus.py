@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mpicluster.doctor.checks import gpu_health
 from mpicluster.doctor.checks.common import majority, plural
+from mpicluster.doctor.checks.fabric import active_ports, kind
 from mpicluster.doctor.model import CheckReport, failed, passed
 from mpicluster.doctor.runner import Gathered
 
@@ -64,7 +65,12 @@ def check(g: Gathered) -> CheckReport:
             odd[node].append(f"{label} {values[node]} (the others: {best})")
     for node, info in working.items():
         health = (g.facts(node) or {}).get("gpu_health") or {}
-        findings = gpu_health.judge(node, health)
+        ports = [
+            f"{device['name']}:{port.get('port')}"
+            for device, port in active_ports((g.facts(node) or {}).get("fabric") or {})
+            if kind(device, port) in ("InfiniBand", "RoCE")
+        ]
+        findings = gpu_health.judge(node, health) + gpu_health.judge_gpudirect(node, health, ports)
         report.results += findings
         if odd[node]:
             report.results.append(
