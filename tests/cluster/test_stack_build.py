@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from mpicluster.cluster.layout import PEERMEM_CONF
 from tests.cluster.conftest import NAME, PREFIX, SUBNET, with_stack
 from tests.cluster.fabric_runs import check_ucx
 from tests.cluster.nodes import Started, half_written, podman, podman_exec, wait_for_ssh
@@ -188,7 +189,10 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
         check_ucx(cluster, cuda=build["variant"].cuda)
     if build["variant"].cuda:
         assert "Horovod without GPU operations (NCCL)" in done.stderr  # CPU PyTorch here
+        assert "(CPU build)" in done.stderr  # the plan names the PyTorch build it installs
         check_gpu_stack(cluster, version, build["work"])
+        for node in ("node1", "node2", "node3"):  # no GPU, no RDMA: no peer-memory module
+            assert cluster.ssh(node, f"test ! -e {PEERMEM_CONF}", check=False).returncode == 0
 
 
 def check_gpu_stack(cluster, version: str, work: Path) -> None:
@@ -269,6 +273,12 @@ def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
     ), fabric
     if build["variant"].ucx:
         assert all("pml:ucx" in r["evidence"] for r in fabric["results"]), fabric
+    if build["variant"].cuda:  # GPUs built for, not there: no health or GPUDirect to judge
+        gpus = next(c for c in report["checks"] if c["name"] == "gpus")
+        assert [r["evidence"] for r in gpus["results"]] == [
+            "stack.gpus_present is false: the GPU stack is built for these nodes, "
+            "their GPUs are not expected (no nvidia-smi check)"
+        ], gpus
     launch = next(c for c in report["checks"] if c["name"] == "launch")
     across = next(r for r in launch["results"] if r["node"] is None)
     assert (
