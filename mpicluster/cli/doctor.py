@@ -55,6 +55,18 @@ LaunchOpt = Annotated[
     ),
 ]
 
+GpuDiagOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpu-diag",
+        metavar="LEVEL",
+        help="Also run NVIDIA DCGM's diagnostics (dcgmi diag -r LEVEL, 1 to 4) on the GPU "
+        "nodes, under a time limit (1: 2 min, 2: 10 min, 3: 1 h, 4: 2 h). They load the "
+        "GPUs: never by default.",
+        show_default=False,
+    ),
+]
+
 
 def doctor(
     inventory: InventoryArg,
@@ -65,6 +77,7 @@ def doctor(
     timeout: TimeoutOpt = None,
     seed: SeedOpt = None,
     launch: LaunchOpt = True,
+    gpu_diag: GpuDiagOpt = None,
 ) -> None:
     """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 
@@ -90,6 +103,7 @@ def doctor(
             all_pairs=all_pairs,
             seed=seed,
             launch=launch,
+            gpu_diag=gpu_diag,
             on_progress=display.progress,
         )
         render.show(display, report, as_json=json_output, fix_hints=fix_hints)

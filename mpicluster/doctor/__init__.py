@@ -39,10 +39,16 @@ def run_doctor(
     seed: int | None = None,
     workers: int | None = None,
     launch: bool = True,
+    gpu_diag: int | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> DoctorReport:
+    """`gpu_diag`: also run DCGM's diagnostics at that level on the GPU nodes
+    (gpu_diag.py; never by default)."""
+    from mpicluster.doctor import gpu_diag as diagnostics
     from mpicluster.doctor.checks import CHECKS
     from mpicluster.doctor.runner import DEFAULT_WORKERS, Options, gather
+
+    diagnostics.check_level(gpu_diag)
 
     started = time.monotonic()
     progress = on_progress or (lambda message: None)
@@ -62,4 +68,6 @@ def run_doctor(
     )
     found = gather(plan, options, progress)
     reports = [check.run(found) for check in CHECKS if check.name in selected]
+    if gpu_diag is not None:
+        reports.append(diagnostics.run(plan, gpu_diag, progress))
     return DoctorReport(plan.cluster, reports, time.monotonic() - started)
