@@ -27,11 +27,13 @@ here (one line, nothing done).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -140,26 +142,52 @@ class Record:
 
 
 def sh(argv, *, timeout: float, env=None, cwd=None) -> tuple[int, str]:
-    """(exit status, stdout and stderr together); 124 when it ran past `timeout`."""
+    """(exit status, stdout and stderr together); 124 when it ran past `timeout`, and then
+    everything it started is stopped too (its own process group: a lane's make -j and
+    compilers outlive a killed ansible-playbook otherwise)."""
     try:
-        done = subprocess.run(
+        child = subprocess.Popen(
             argv,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=timeout,
+            errors="replace",  # Open MPI's warnings can carry stray bytes (seen on an H200)
             env=env,
             cwd=cwd,
             shell=isinstance(argv, str),
-            check=False,
-            errors="replace",  # Open MPI's warnings can carry stray bytes (seen on an H200)
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or b""
-        out = out.decode(errors="replace") if isinstance(out, bytes) else out
-        return 124, out + f"\n[timed out after {timeout:.0f} s]"
     except OSError as exc:
         return 127, str(exc)
-    return done.returncode, done.stdout + done.stderr
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate()
+        return 124, (out or "") + f"\n[timed out after {timeout:.0f} s]"
+    return child.returncode, out
+
+
+def stop_leftovers(work: Path, marker: str) -> int:
+    """Stop what a lane that ran out of time left running: Ansible's workers start
+    sessions of their own, and the compilers they started run on. Each build step carries
+    the role's build marker in its environment (as `up`'s interrupted builds are found);
+    Ansible's own processes name the work folder. Returns how many were stopped."""
+    stopped = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        if int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if f"MPICLUSTER_BUILD={marker}".encode() in environ or str(work).encode() in cmdline:
+            with contextlib.suppress(OSError):
+                os.kill(int(proc.name), signal.SIGKILL)
+                stopped += 1
+    return stopped
 
 
 def gpu_count() -> int:
@@ -295,6 +323,8 @@ class Lanes:
 
     def __init__(self, rec: Record, logs: Path, extra: dict, deadline: float):
         self.rec, self.logs, self.deadline = rec, logs, deadline
+        self.work = Path(extra["stack_build_scratch"]).parent
+        self.marker = extra["mpicluster_stack_fingerprint"]
         self.extra_file = logs / "extravars.json"
         self.extra_file.write_text(json.dumps(extra, indent=2))
         self.env = {
@@ -325,6 +355,9 @@ class Lanes:
         ]
         timeout = max(5.0, self.deadline - time.monotonic())
         code, out = sh(argv, timeout=timeout, env=self.env)
+        if code == 124:
+            stopped = stop_leftovers(self.work, self.marker)
+            out += f"\n[stopped {stopped} process(es) the lane left running]"
         (self.logs / f"lane-{name}.log").write_text(out)
         failed = [line for line in out.splitlines() if line.startswith(("fatal:", "failed:"))]
         self.rec.step(
