@@ -8,8 +8,8 @@ A helper for doctor's probe (stdlib only, runs on the node's own Python 3.6+). I
   row remapping (pending, failed) and page retirement pending; the NVSwitch fabric's
   state; the recovery action the driver asks for (driver 550 and later);
 - `nvidia-smi nvlink -s`: each GPU's links, active with a speed or `<inactive>`;
-- the kernel log's Xid lines (`dmesg`) with their age, where the user may read it;
-- what GPUDirect RDMA needs: nvidia-peermem loaded or loadable, or dma-buf.
+- the kernel log's Xid lines (`dmesg`) with their age, where the user may read it.
+What GPUDirect RDMA needs is in the node facts (nodeinfo.gpudirect), read once.
 The judging is doctor's (doctor/checks/gpu_health.py); this only reads.
 """
 
@@ -17,7 +17,7 @@ import re
 import shutil
 import xml.etree.ElementTree as ET
 
-from nodeinfo import first_existing, gpudirect, read_text, run
+from nodeinfo import first_existing, read_text, run
 
 #: Clock event reasons that mean the GPU runs slower than it could for a cause outside
 #: the workload (the idle, application-clock and sync-boost reasons are normal).
@@ -183,7 +183,7 @@ def uptime():
 def health(window=24 * 3600):
     """Everything above for the GPUs of this node; each part's error instead, where it
     could not be read."""
-    out = {"gpus": [], "nvlink": None, "xids": None, "errors": [], "gpudirect": gpudirect()}
+    out = {"gpus": [], "nvlink": None, "xids": None, "errors": []}
     smi = first_existing(["/usr/bin/nvidia-smi", "/usr/local/bin/nvidia-smi"]) or shutil.which(
         "nvidia-smi"
     )

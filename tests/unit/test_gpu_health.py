@@ -224,7 +224,9 @@ def test_gpudirect_rdma_off_beside_infiniband_is_a_warning_with_the_fix(probe):
 
 
 def test_the_probe_reads_what_gpudirect_needs_on_this_machine(probe):
-    found = probe["gpudirect"]()
+    nodeinfo: dict = {"__name__": "nodeinfo"}
+    exec(compile(remote.script("nodeinfo"), "nodeinfo.py", "exec"), nodeinfo)  # noqa: S102
+    found = nodeinfo["gpudirect"]()
     assert set(found) == {
         "peermem_loaded",
         "peermem_available",

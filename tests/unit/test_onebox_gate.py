@@ -33,16 +33,20 @@ def gpu_less_path(tmp_path) -> str:
     return f"{bin_dir}:/usr/bin:/bin"
 
 
-def test_the_script_says_in_one_line_that_it_needs_a_gpu(tmp_path, gpu_less_path):
-    out = tmp_path / "out"
-    done = subprocess.run(
-        ["bash", str(SCRIPT), str(out)],
+def gpu_less(argv: list[str], path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
         capture_output=True,
         text=True,
-        env={**os.environ, "PATH": gpu_less_path},
+        env={**os.environ, "PATH": path},
         check=False,
         timeout=60,
     )
+
+
+def test_the_script_says_in_one_line_that_it_needs_a_gpu(tmp_path, gpu_less_path):
+    out = tmp_path / "out"
+    done = gpu_less(["bash", str(SCRIPT), str(out)], gpu_less_path)
     assert done.returncode == 3, done
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1
@@ -52,14 +56,7 @@ def test_the_script_says_in_one_line_that_it_needs_a_gpu(tmp_path, gpu_less_path
 
 def test_the_driver_run_alone_stops_the_same_way(tmp_path, gpu_less_path):
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, str(DRIVER), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PATH": gpu_less_path},
-        check=False,
-        timeout=60,
-    )
+    done = gpu_less([sys.executable, str(DRIVER), "--out", str(out)], gpu_less_path)
     assert done.returncode == 3, done
     assert done.stderr.count("\n") == 1 and "no NVIDIA GPU here" in done.stderr
     assert not out.exists()
@@ -67,13 +64,6 @@ def test_the_driver_run_alone_stops_the_same_way(tmp_path, gpu_less_path):
 
 @pytest.mark.parametrize("argv", [[], ["a", "b"]])
 def test_wrong_arguments_are_a_usage_line(argv, gpu_less_path):
-    done = subprocess.run(
-        ["bash", str(SCRIPT), *argv],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PATH": gpu_less_path},
-        check=False,
-        timeout=60,
-    )
+    done = gpu_less(["bash", str(SCRIPT), *argv], gpu_less_path)
     assert done.returncode == 2
     assert done.stderr.startswith("usage: tests/gpu/prove_on_one_gpu.sh OUT_FOLDER")

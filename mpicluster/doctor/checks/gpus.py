@@ -64,10 +64,12 @@ def check(g: Gathered) -> CheckReport:
         for node in differ:
             odd[node].append(f"{label} {values[node]} (the others: {best})")
     for node, info in working.items():
-        health = (g.facts(node) or {}).get("gpu_health") or {}
+        seen = g.facts(node) or {}
+        # GPUDirect's needs are node facts (nodeinfo), read once for up and doctor alike
+        health = {**(seen.get("gpu_health") or {}), "gpudirect": seen.get("gpudirect")}
         ports = [
             f"{device['name']}:{port.get('port')}"
-            for device, port in active_ports((g.facts(node) or {}).get("fabric") or {})
+            for device, port in active_ports(seen.get("fabric") or {})
             if kind(device, port) in ("InfiniBand", "RoCE")
         ]
         findings = gpu_health.judge(node, health) + gpu_health.judge_gpudirect(node, health, ports)
