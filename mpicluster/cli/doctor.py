@@ -17,7 +17,7 @@ CheckOpt = Annotated[
     typer.Option(
         "--check",
         help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
-        "fabric, versions, gpus, clock, disk, hostfile, launch, slurm.",
+        "fabric, versions, stack, gpus, clock, disk, hostfile, launch, slurm.",
         show_default=False,
     ),
 ]
@@ -66,6 +66,14 @@ GpuDiagOpt = Annotated[
         show_default=False,
     ),
 ]
+DeepOpt = Annotated[
+    bool,
+    typer.Option(
+        "--deep",
+        help="The stack check takes the sha256 of every file of the stack (seconds per "
+        "GiB), not only of the programs and libraries a launch loads.",
+    ),
+]
 
 
 def doctor(
@@ -78,13 +86,15 @@ def doctor(
     seed: SeedOpt = None,
     launch: LaunchOpt = True,
     gpu_diag: GpuDiagOpt = None,
+    deep: DeepOpt = False,
 ) -> None:
     """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 
     Checks: ssh (control machine to nodes), mesh (node-to-node ssh), env (non-interactive
     PATH, /etc/environment), names (resolution, 127.0.1.1), ports (TCP between nodes),
     interfaces, fabric (InfiniBand/RoCE/EFA ports and whether MPI and NCCL use them),
-    versions (same MPI build everywhere), gpus, clock, disk, hostfile; then
+    versions (same MPI build everywhere), stack (its files as up installed them, by its
+    manifest), gpus, clock, disk, hostfile; then
     launch: MPI started for real, on each node alone and across nodes, each failure put
     on its node and explained from what mpirun printed and the other checks saw.
 
@@ -104,6 +114,7 @@ def doctor(
             seed=seed,
             launch=launch,
             gpu_diag=gpu_diag,
+            deep=deep,
             on_progress=display.progress,
         )
         render.show(display, report, as_json=json_output, fix_hints=fix_hints)

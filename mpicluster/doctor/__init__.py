@@ -40,10 +40,12 @@ def run_doctor(
     workers: int | None = None,
     launch: bool = True,
     gpu_diag: int | None = None,
+    deep: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> DoctorReport:
     """`gpu_diag`: also run DCGM's diagnostics at that level on the GPU nodes
-    (gpu_diag.py; never by default)."""
+    (gpu_diag.py; never by default). `deep`: the stack check takes the sha256 of every
+    file of the stack, not only of what a launch loads."""
     from mpicluster.doctor import gpu_diag as diagnostics
     from mpicluster.doctor.checks import CHECKS
     from mpicluster.doctor.runner import DEFAULT_WORKERS, Options, gather
@@ -65,6 +67,7 @@ def run_doctor(
         all_pairs=all_pairs,
         seed=seed,
         workers=workers or DEFAULT_WORKERS,
+        deep=deep,
     )
     found = gather(plan, options, progress)
     reports = [check.run(found) for check in CHECKS if check.name in selected]

@@ -35,6 +35,8 @@ Progress = Callable[[str], None]
 DEFAULT_WORKERS = 64
 #: Seconds the probe may take to gather its facts (nvidia-smi can be slow to start).
 GATHER_SECONDS = 30
+#: More for `--deep`: the sha256 of every file of the stack (a few GiB with PyTorch).
+DEEP_SECONDS = 300
 TCP_TIMEOUT = 3
 SSH_WORKERS = 4
 TCP_WORKERS = 16
@@ -49,6 +51,7 @@ class Options:
     all_pairs: bool = False
     seed: int | None = None
     workers: int = DEFAULT_WORKERS
+    deep: bool = False
 
     @property
     def needs_probe(self) -> bool:
@@ -68,6 +71,15 @@ class Options:
         """TCP between nodes: the ports check, and the mesh, which uses it to try
         unreachable peers all at once (one timeout, not one per peer)."""
         return "ports" in self.checks or self.needs_mesh
+
+    @property
+    def needs_stack_files(self) -> bool:
+        """The stack check, and the launch check, which explains failures by it."""
+        return "stack" in self.checks or self.needs_launch
+
+    @property
+    def gather_seconds(self) -> float:
+        return GATHER_SECONDS + (DEEP_SECONDS if self.deep and self.needs_stack_files else 0)
 
     @property
     def needs_slurm(self) -> bool:
@@ -154,7 +166,7 @@ def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
     token = secrets.token_hex(8)
     total_pairs = sum(len(t) for t in found.plan.values())
     pairs_budget = 30 + 2 * options.timeout + TCP_TIMEOUT + 0.1 * total_pairs
-    deadline = options.timeout + GATHER_SECONDS + pairs_budget + 30
+    deadline = options.timeout + options.gather_seconds + pairs_budget + 30
     if options.needs_launch:
         deadline += launch_proof.budget(len(names))
     workers = max(1, min(options.workers, len(names)))
@@ -190,6 +202,8 @@ def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Op
         "gpus": node.gpus,
         "files": list(layout.CONFIG_FILES),
         "mpi_variables": list(mpi_settings.VARIABLES),
+        "stack_files": options.needs_stack_files,
+        "deep": options.deep,
         "resolve_timeout": min(5, options.timeout),
         "layout": {
             **plan.layout.as_vars(),
@@ -204,7 +218,7 @@ def _open(session: NodeSession, spec: dict, options: Options) -> None:
         return
     try:
         session.start_probe(spec, options.timeout)
-        message = session.receive(time.monotonic() + options.timeout + GATHER_SECONDS)
+        message = session.receive(time.monotonic() + options.timeout + options.gather_seconds)
         if message.get("kind") != "facts":
             raise ProbeError(f"unexpected first answer {message.get('kind')!r}")
         session.facts = message

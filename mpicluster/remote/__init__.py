@@ -30,6 +30,7 @@ LIBRARIES = (
     "fabricfacts",
     "gpuhealth",
     "mpicluster_applied",
+    "mpicluster_stackfiles",
     "procinfo",
 )
 #: Absolute: the node's PATH may be the very thing to repair.

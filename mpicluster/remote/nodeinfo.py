@@ -20,6 +20,7 @@ import subprocess
 import sys
 
 import mpicluster_applied
+import mpicluster_stackfiles
 
 MAX_TEXT = 65536
 #: Seconds apt-cache may take (the probe as a whole has 60).
@@ -171,6 +172,15 @@ def current_stack(prefix):
     return record if isinstance(record, dict) else {"fingerprint": "unreadable"}
 
 
+def stack_files(prefix, deep=False, loaded=True):
+    """The active stack against its manifest (mpicluster_stackfiles.verify); None
+    when there is no active stack."""
+    current = os.path.join(prefix, "current")
+    if not os.path.exists(os.path.join(current, "FINGERPRINT.json")):
+        return None
+    return mpicluster_stackfiles.verify(os.path.realpath(current), deep=deep, loaded=loaded)
+
+
 def stack_users(prefix, limit=10):
     """Processes running a program or library of a stack under the prefix (a job), as
     far as this user may look: [{pid, command}]."""
@@ -284,6 +294,7 @@ def main():
     if len(sys.argv) > 3:  # `up`: what its fast path judges by
         facts["identity"] = identity()
         facts["applied"] = applied(sys.argv[3])
+        facts["current_files"] = stack_files(prefix, loaded=False)
     sys.stdout.write(json.dumps(facts) + "\n")
 
 

@@ -38,7 +38,7 @@ import accessfacts
 import fabricfacts
 import gpuhealth
 from mpilaunch import launch
-from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped
+from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
 
 OUT = threading.Lock()
 #: Read from a login's environment, besides the MPI settings the spec names.
@@ -363,6 +363,9 @@ def gather(spec):
             "interfaces": interfaces(),
             "fabric": fabricfacts.fabric(layout["mpi_bin"], os.environ),
             "gpu_health": gpuhealth.health() if (facts.get("gpus") or {}).get("ok") else None,
+            "stack_files": stack_files(layout["prefix"], deep=bool(spec.get("deep")))
+            if layout.get("install") == "source" and spec.get("stack_files")
+            else None,
             "neighbour": neighbour_limits(),
             "disk": disk(disk_paths),
             "files": files,

@@ -2,8 +2,10 @@
 
 For each fingerprint: if its artifact (the packed install tree) is in the control
 machine's artifact cache, nothing is built; otherwise one node of the group builds
-it (preferring a node that needs it anyway). Nodes whose active stack already has
-the fingerprint are left alone, which is what makes a second `up` change nothing.
+it (a node whose active stack has it intact only packs its tree; else a node that
+needs it builds it). Nodes whose active stack already has the fingerprint are left
+alone, which is what makes a second `up` change nothing, unless its files differ from
+the stack's manifest: those are installed again from the pack (`repair`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ class Group:
     document: dict[str, Any]
     nodes: list[str]
     install: list[str] = field(default_factory=list)  # nodes whose active stack differs
+    #: nodes whose active stack is this one, with files that differ from its manifest
+    #: (what differs, in words): installed again from the pack
+    repair: dict[str, str] = field(default_factory=dict)
     builder: str | None = None  # set when the artifact must be built
     artifact: Path | None = None
 
@@ -66,8 +71,27 @@ def plan(
         current = node_facts.get("current") or {}
         if current.get("fingerprint") != fp:
             group.install.append(node.name)
+        elif damage(node_facts):
+            group.install.append(node.name)
+            group.repair[node.name] = damage(node_facts)
     for group in groups.values():
         group.artifact = artifact_path(artifacts, group.fingerprint)
         if group.install and not group.artifact.is_file():
-            group.builder = group.install[0]
+            # a node with the stack intact packs its tree; else a node that needs it builds
+            intact = [n for n in group.nodes if n not in group.install]
+            group.builder = (intact or group.install)[0]
     return list(groups.values())
+
+
+def damage(node_facts: dict[str, Any]) -> str:
+    """What differs between a node's active stack and its manifest, in words ('' for
+    nothing, or no manifest to tell by): from `up`'s probe (nodeinfo.stack_files)."""
+    files = node_facts.get("current_files") or {}
+    problems = files.get("problems") or []
+    if not problems:
+        return ""
+    first = problems[0]
+    counts = files.get("counts") or {}
+    total = sum(counts.values()) or len(problems)
+    what = f"{first['path']} {first['what']}" + (f" ({first['how']})" if first["how"] else "")
+    return what + (f", {total - 1} more file(s)" if total > 1 else "")

@@ -181,6 +181,8 @@ def prepare(
         )
         for name in group.nodes:
             result.host_vars[name] = {"mpicluster_stack_fingerprint": group.fingerprint}
+            if name in group.repair:
+                result.host_vars[name]["mpicluster_stack_repair"] = True
             if name in group.install or name == group.builder:
                 result.host_vars[name]["preflight_min_free_kb"] = disk_need.needed_kib(
                     specs[group.fingerprint], builder=name == group.builder

@@ -32,8 +32,9 @@ WHOLE_FILES = ("/etc/hosts", "/etc/nsswitch.conf")
 #: fingerprint in each node's host vars is) and the digest itself.
 NOT_INPUTS = ("mpicluster_stack_groups", "mpicluster_applied_inputs")
 #: Host vars that are not either: the free space the preflight asks of a node that
-#: installs or builds its stack (none once it is in use).
-NOT_HOST_INPUTS = ("preflight_min_free_kb",)
+#: installs or builds its stack (none once it is in use), and the repair of a stack
+#: whose files differed from its manifest (once repaired, there is none).
+NOT_HOST_INPUTS = ("preflight_min_free_kb", "mpicluster_stack_repair")
 
 
 def watched(footprint: list[dict[str, Any]]) -> list[dict[str, Any]]:

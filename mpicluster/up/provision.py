@@ -273,6 +273,11 @@ def describe_plan(stack: StackPlan) -> list[str]:
             )
         else:
             lines.append(f"{head}: install from the artifact cache on {', '.join(group.install)}")
+        for name, why in sorted(group.repair.items()):
+            lines.append(
+                f"Stack {group.fingerprint}: {name}'s files differ from the stack's manifest "
+                f"({why}): installed again"
+            )
         spec = stack.variables.get("mpicluster_stack_groups", {}).get(group.fingerprint) or {}
         horovod = spec.get("horovod")
         if group.builder and spec.get("nccl") and horovod and not horovod["gpu_operations"]:

@@ -306,6 +306,43 @@ def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
         cluster.ssh("node2", f"sudo iptables -D {rule}")
 
 
+def test_a_damaged_stack_is_named_by_doctor_and_up_installs_it_again_from_the_pack(build):
+    """Files of the built stack changed after `up` on each node (a library truncated, a
+    program's mode, mpi4py deleted from the venv): doctor's stack check names each by its
+    manifest; `up` installs those nodes' trees again from the pack, without a rebuild;
+    then doctor passes and the next `up` is a no-op again."""
+    cluster, inventory = build["cluster"], build["inventory"]
+    root = f"{PREFIX}/current"
+    library = cluster.ssh("node2", f"readlink -f {root}/lib/libmpi.so").stdout.strip()
+    cluster.ssh("node2", f"sudo truncate -s 4096 {library}")
+    cluster.ssh("node3", f"sudo chmod 0644 {root}/bin/prted")
+    find = "import mpi4py, os; print(os.path.dirname(mpi4py.__file__))"
+    site = cluster.ssh("node1", f"{root}/venv/bin/python -c '{find}'").stdout.strip()
+    cluster.ssh("node1", f"sudo rm -rf {site}")
+    code, report = doctor(inventory, "--check", "stack")
+    assert code == 2
+    assert problems(report) == {("stack", n, "fail") for n in ("node1", "node2", "node3")}
+    evidence = {r["node"]: r["evidence"] for r in report["checks"][0]["results"]}
+    name = library.rsplit("/", 1)[1]
+    assert f"lib/{name} changed (size (4096 bytes, was " in evidence["node2"], evidence
+    assert "bin/prted changed (mode (0644, was 0755))" in evidence["node3"], evidence
+    assert "/site-packages/mpi4py/ missing (" in evidence["node1"], evidence
+
+    done = mpicluster("up", str(inventory), "--json", check=False, timeout=1800)
+    assert done.returncode == 0, done.stderr[-6000:]
+    assert "install from the artifact cache on node1, node2, node3" in done.stderr
+    assert "node2's files differ from the stack's manifest" in done.stderr
+    assert "build on" not in done.stderr and "Compile Open MPI" not in done.stderr
+    assert json.loads(done.stdout)["smoke"]["ok"]
+    code, report = doctor(inventory, "--check", "stack", "--deep")
+    assert (code, problems(report)) == (0, set()), report
+    assert all("sha256 of every file" in r["evidence"] for r in report["checks"][0]["results"])
+    done = mpicluster("up", str(inventory), "--json", check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout)
+    assert (result["path"], result["hosts"]) == ("unchanged", {}), result["why"]
+
+
 def test_node_added_later_installs_from_the_cache(build):
     start_local_cluster(NAME, 4, SUBNET, build["generated"], *build["variant"].local_options)
     inventory = build["rewrite"]()

@@ -20,6 +20,7 @@ ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"
 LATER_INPUTS = {
     "mpicluster_stack_groups",
     "mpicluster_stack_fingerprint",
+    "mpicluster_stack_repair",
     "mpicluster_applied_inputs",
 }
 

@@ -553,3 +553,31 @@ def test_the_relay_plan_is_a_tree_in_the_plan_order():
     assert plan["node"] == "n0" and [c["node"] for c in plan["children"]] == ["n1", "n2"]
     assert depth(plan) == 5 and depth(tree(nodes, fan_out=1)) == 31
     assert depth(tree([f"n{i}" for i in range(200)])) == 7
+
+
+def test_a_node_whose_stack_differs_from_its_manifest_is_installed_again(tmp_path):
+    """Its fingerprint is active, but up's probe found its files changed: it installs
+    from the pack; without a pack, a node with the stack intact packs its tree."""
+    inv = _inventory()
+    needed = sources.needed(inv)
+    facts = {"a": FACTS, "b": FACTS, "c": FACTS}
+    (done,) = {
+        g.fingerprint for g in plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    }
+    damaged = {
+        "problems": [{"path": "lib/libmpi.so.40.40.7", "what": "changed", "how": "size"}],
+        "counts": {"changed": 1, "missing": 3, "added": 0},
+    }
+    active = FACTS | {"current": {"fingerprint": done}}
+    facts = {"a": active, "b": active | {"current_files": damaged}, "c": active}
+    (group,) = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    assert group.install == ["b"]
+    assert group.repair == {"b": "lib/libmpi.so.40.40.7 changed (size), 3 more file(s)"}
+    assert group.builder == "a"  # no pack in the cache: a packs its intact tree
+    (tmp_path / f"stack-{done}.tar.gz").write_bytes(b"pack")
+    (group,) = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    assert (group.install, group.builder) == (["b"], None)
+    intact = {"problems": [], "counts": {"changed": 0, "missing": 0, "added": 0}}
+    facts["b"] = active | {"current_files": intact}
+    (group,) = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    assert (group.install, group.repair) == ([], {})

@@ -21,6 +21,7 @@ from mpicluster.doctor.checks import (
     network,
     slurm,
     ssh_access,
+    stack_files,
 )
 from mpicluster.doctor.model import CheckReport
 from mpicluster.doctor.runner import Gathered
@@ -42,6 +43,7 @@ CHECKS = [
     Check(network.INTERFACES, network.INTERFACES_TITLE, network.check_interfaces),
     Check(fabric.NAME, fabric.TITLE, fabric.check),
     Check(consistency.NAME, consistency.TITLE, consistency.check),
+    Check(stack_files.NAME, stack_files.TITLE, stack_files.check),
     Check(gpus.NAME, gpus.TITLE, gpus.check),
     Check(basics.CLOCK, basics.CLOCK_TITLE, basics.check_clock),
     Check(basics.DISK, basics.DISK_TITLE, basics.check_disk),
