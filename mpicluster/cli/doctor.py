@@ -16,7 +16,7 @@ CheckOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--check",
-        help="Run only this check (repeatable): ssh, mesh, env, names, ports, interfaces, "
+        help="Run only this check (repeatable): ssh, mesh, env, rank, names, ports, interfaces, "
         "fabric, versions, stack, gpus, clock, disk, hostfile, launch, slurm.",
         show_default=False,
     ),
@@ -91,7 +91,8 @@ def doctor(
     """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 
     Checks: ssh (control machine to nodes), mesh (node-to-node ssh), env (non-interactive
-    PATH, /etc/environment), names (resolution, 127.0.1.1), ports (TCP between nodes),
+    PATH, /etc/environment), rank (what a rank's login sets and resolves: python, mpi4py,
+    libmpi, prted), names (resolution, 127.0.1.1), ports (TCP between nodes),
     interfaces, fabric (InfiniBand/RoCE/EFA ports and whether MPI and NCCL use them),
     versions (same MPI build everywhere), stack (its files as up installed them, by its
     manifest), gpus, clock, disk, hostfile; then

@@ -78,6 +78,11 @@ class Options:
         return "stack" in self.checks or self.needs_launch
 
     @property
+    def needs_rank_env(self) -> bool:
+        """The rank check, and the launch check, which explains failures by it."""
+        return "rank" in self.checks or self.needs_launch
+
+    @property
     def gather_seconds(self) -> float:
         return GATHER_SECONDS + (DEEP_SECONDS if self.deep and self.needs_stack_files else 0)
 
@@ -203,6 +208,7 @@ def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Op
         "files": list(layout.CONFIG_FILES),
         "mpi_variables": list(mpi_settings.VARIABLES),
         "stack_files": options.needs_stack_files,
+        "rank_env": options.needs_rank_env,
         "deep": options.deep,
         "resolve_timeout": min(5, options.timeout),
         "layout": {

@@ -37,6 +37,7 @@ import time
 import accessfacts
 import fabricfacts
 import gpuhealth
+import rankenv
 from mpilaunch import launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
 
@@ -365,6 +366,9 @@ def gather(spec):
             "gpu_health": gpuhealth.health() if (facts.get("gpus") or {}).get("ok") else None,
             "stack_files": stack_files(layout["prefix"], deep=bool(spec.get("deep")))
             if layout.get("install") == "source" and spec.get("stack_files")
+            else None,
+            "rank_env": rankenv.rank_environment(accessfacts.setters, layout["current"])
+            if spec.get("rank_env")
             else None,
             "neighbour": neighbour_limits(),
             "disk": disk(disk_paths),

@@ -329,6 +329,26 @@ def cases() -> list[Case]:
             fix={("ssh", "node2"): ("accepts the cluster key", "authorized_keys")},
         ),
         Case(
+            # a half-removed `pip install --target ~/pylib mpi4py` and the line that put
+            # it on every login's path: ranks on node2 import it, and `from mpi4py import
+            # MPI` fails there (the job fails; blaming Debian's mpi4py would be wrong)
+            "pythonpath-shadows-mpi4py",
+            "node2",
+            save("node2", bashrc)
+            + " && "
+            + user(f"mkdir -p {HOME}/pylib/mpi4py && touch {HOME}/pylib/mpi4py/__init__.py")
+            + " && "
+            + user(f'sed -i "1i export PYTHONPATH={HOME}/pylib" {bashrc}'),
+            put_back("node2", bashrc) + f" && rm -rf {HOME}/pylib",
+            expect=(("rank", "node2"), ("launch", "node2")),
+            fix={
+                ("rank", "node2"): (f"{bashrc}:1",),
+                ("launch", "node2"): (f"{bashrc}:1",),
+            },
+            evidence={("rank", "node2"): ("PYTHONPATH=/home/vagrant/pylib", "pylib/mpi4py")},
+            allow=(("launch", None), ("versions", "node2")),
+        ),
+        Case(
             "bashrc-overrides-path",
             "node2",
             save("node2", bashrc)

@@ -99,7 +99,11 @@ def test_doctor_says_which_nccl_pytorch_loads_and_finds_a_lost_link(built):
     try:
         code, report = doctor(inventory)
         assert code == 2
-        assert problems(report) == {("versions", "node2", "fail")}
+        # the stack check sees the same by the stack's manifest: a file where a link was
+        assert problems(report) == {("versions", "node2", "fail"), ("stack", "node2", "fail")}
+        stack = next(c for c in report["checks"] if c["name"] == "stack")
+        (changed,) = [r for r in stack["results"] if r["node"] == "node2"]
+        assert "libnccl.so.2 changed (kind (a file, was a link))" in changed["evidence"]
         versions = next(c for c in report["checks"] if c["name"] == "versions")
         node2 = next(r for r in versions["results"] if r["node"] == "node2")
         assert "PyTorch loads its wheel's NCCL 2.29.7" in node2["evidence"]

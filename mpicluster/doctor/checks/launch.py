@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import re
 
-from mpicluster.doctor.checks import basics, consistency, environment, mesh, names, network
+from mpicluster.doctor.checks import (
+    basics,
+    consistency,
+    environment,
+    mesh,
+    names,
+    network,
+    rank_env,
+    stack_files,
+)
 from mpicluster.doctor.checks.common import UP
 from mpicluster.doctor.launch_proof import Launch, LaunchProof
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed
@@ -21,6 +30,8 @@ TITLE = "MPI launched: on each node alone, then across nodes (the proof by launc
 RELATED = (
     (mesh.NAME, mesh.check),
     (environment.NAME, environment.check),
+    (rank_env.NAME, rank_env.check),
+    (stack_files.NAME, stack_files.check),
     (names.NAME, names.check),
     (network.PORTS, network.check_ports),
     (network.INTERFACES, network.check_interfaces),
@@ -268,10 +279,12 @@ def explain(launch: Launch, node: str, related: Related, head: str | None = None
             f"other's MPI address on {other} and {node} tells them apart",
             peer=peer,
         )
+    looked = ", ".join(related.results)
     return failed(
         node,
-        evidence,
-        "doctor could not tell the cause from mpirun's output: it is in the JSON report "
+        f"{evidence}; no known cause in mpirun's output, and the checks that explain "
+        f"launches ({looked}) saw nothing wrong on {node}",
+        "doctor could not tell the cause: mpirun's output is in the JSON report "
         "(checks.launch); rerun that launch by hand on "
         f"{launch.head} with `--mca plm_base_verbose 10` to see each step",
         peer=peer,
@@ -324,8 +337,8 @@ def cause_from_output(
         again = (
             "apt-get install --reinstall python3-mpi4py"
             if install == "packages"
-            else f"remove the stack's folder under {prefix}/stacks there and run `mpicluster "
-            "up`, which installs it again from the artifact cache"
+            else f"{UP}: it installs the stack under {prefix} again from the pack where its "
+            "files differ from the stack's manifest (the stack check names them)"
         )
         return (
             f"no mpi4py in {python} on {where}: {missing[0].get('error')}",

@@ -16,6 +16,16 @@ NAMED = 4
 
 
 def check(g: Gathered) -> CheckReport:
+    if g.layout.install != "source":
+        report = CheckReport(NAME, TITLE)
+        report.results.append(
+            passed(
+                None,
+                "stack.install is packages: the distribution's packages, not a stack "
+                "of mpicluster's (debsums verifies those)",
+            )
+        )
+        return report
     return per_node(g, NAME, TITLE, judge)
 
 
