@@ -17,7 +17,7 @@ CheckOpt = Annotated[
     typer.Option(
         "--check",
         help="Run only this check (repeatable): ssh, mesh, env, rank, names, ports, interfaces, "
-        "fabric, versions, stack, gpus, clock, disk, hostfile, launch, slurm.",
+        "fabric, versions, stack, gpus, clock, disk, limits, hostfile, launch, slurm.",
         show_default=False,
     ),
 ]
@@ -95,7 +95,8 @@ def doctor(
     libmpi, prted), names (resolution, 127.0.1.1), ports (TCP between nodes),
     interfaces, fabric (InfiniBand/RoCE/EFA ports and whether MPI and NCCL use them),
     versions (same MPI build everywhere), stack (its files as up installed them, by its
-    manifest), gpus, clock, disk, hostfile; then
+    manifest), gpus, clock, disk, limits (open files, locked memory, processes,
+    /dev/shm for the ranks), hostfile; then
     launch: MPI started for real, on each node alone and across nodes, each failure put
     on its node and explained from what mpirun printed and the other checks saw.
 

@@ -29,6 +29,7 @@ LIBRARIES = (
     "accessfacts",
     "fabricfacts",
     "gpuhealth",
+    "loginlimits",
     "rankenv",
     "mpicluster_applied",
     "mpicluster_stackfiles",

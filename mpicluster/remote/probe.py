@@ -37,6 +37,7 @@ import time
 import accessfacts
 import fabricfacts
 import gpuhealth
+import loginlimits
 import rankenv
 from mpilaunch import launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
@@ -372,6 +373,8 @@ def gather(spec):
             else None,
             "neighbour": neighbour_limits(),
             "disk": disk(disk_paths),
+            "shm_files": loginlimits.shm_files(),
+            "limits": loginlimits.limits(),
             "files": files,
             "ssh": ssh_trust(spec["cluster"]),
             "access": access,

@@ -118,6 +118,7 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
         "gpus",
         "clock",
         "disk",
+        "limits",
         "hostfile",
         "launch",
         "slurm",

@@ -349,6 +349,20 @@ def cases() -> list[Case]:
             allow=(("launch", None), ("versions", "node2")),
         ),
         Case(
+            # a killed job's segments, say: /dev/shm left with 12 MiB, less than the
+            # 16 MiB Open MPI's shared-memory transport asks per rank ("Space Requested:
+            # 16777216 B, Space Available: ..."): ranks fall back to slower paths
+            "dev-shm-nearly-full",
+            "node2",
+            "free=$(df --output=avail -B1 /dev/shm | tail -1) && "
+            "head -c $((free - 12 * 1024 * 1024)) /dev/zero > /dev/shm/vader_segment.corpus.0",
+            "rm -f /dev/shm/vader_segment.corpus.0",
+            expect=(("limits", "node2"), ("disk", "node2")),
+            fix={("limits", "node2"): ("/dev/shm", "--shm-size")},
+            evidence={("limits", "node2"): ("vader_segment.corpus.0",)},
+            allow=(("launch", "node2"), ("launch", None)),
+        ),
+        Case(
             "bashrc-overrides-path",
             "node2",
             save("node2", bashrc)
