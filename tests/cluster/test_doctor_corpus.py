@@ -290,7 +290,7 @@ def cases() -> list[Case]:
             "rm -f /dev/shm/corpus-fill",
             expect=(("disk", "node2"),),
             fix={("disk", "node2"): ("/dev/shm",)},
-            allow=(("launch", "node2"),),
+            allow=(("launch", "node2"), ("limits", "node2")),
         ),
         Case(
             "tmpdir-points-nowhere",
