@@ -166,7 +166,10 @@ class SourceCache:
 
     def _pip_download(self, origin: Pypi, source: Source) -> None:
         """`pip download` the sdist into a scratch folder of the cache; pip's own
-        configuration picks the index (and its proxy and certificates)."""
+        configuration picks the index (and its proxy and certificates). The no-binary
+        rule names the package alone: `:all:` would hold for its build requirements too,
+        and pip would compile Cython from source only to read mpi4py's metadata (159 s
+        of a cold `up` on 2 cores, against 3 s)."""
         with self._scratch(source) as scratch:
             _tool(
                 [
@@ -176,7 +179,7 @@ class SourceCache:
                     "download",
                     "--no-input",
                     "--no-binary",
-                    ":all:",
+                    origin.name,
                     "--no-deps",
                     "--dest",
                     str(scratch),
