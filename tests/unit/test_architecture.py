@@ -72,7 +72,7 @@ GRAPH = {name: imports_of(name) for name in MODULES}
 #: control machine), nodes (reaching them). Features: one room per command or part.
 #: Above them, render (terminal output) and cli (the commands).
 FOUNDATIONS = ("util", "remote", "cluster", "nodes")
-FEATURES = ("stack", "slurm", "verify", "up", "down", "run", "doctor", "local")
+FEATURES = ("stack", "slurm", "verify", "up", "down", "run", "doctor", "bench", "local")
 
 #: room -> the rooms it may import. A feature's imports of another feature name that
 #: feature's package (its face, mpicluster/<room>/__init__.py), never a module inside.
@@ -88,6 +88,7 @@ ROOMS: dict[str, set[str]] = {
     "down": {"util", "cluster", "nodes", "down", "up", "slurm"},
     "run": {"util", "cluster", "nodes", "remote", "run"},
     "doctor": {"util", "cluster", "nodes", "remote", "doctor", "slurm"},
+    "bench": {"util", "cluster", "nodes", "remote", "bench"},
     "local": {"util", "cluster", "nodes", "local"},
     "render": {"util", "cluster", "nodes", "render", *FEATURES},
     "cli": {"util", "cluster", "nodes", "render", "cli", *FEATURES},

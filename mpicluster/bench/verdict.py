@@ -1,0 +1,145 @@
+"""From measured pairs to findings: which node, or which link, is slow.
+
+1. A pair is a suspect when its bandwidth is below SUSPECT x the expected figure: the
+   median of all pairs, or the link's own baseline (what the network carries without
+   MPI) where that is lower, so a uniformly slow cluster is judged by its network.
+2. The second pass pairs each end of a suspect with a node whose pairs all passed
+   (`retests`): an end that is slow with a healthy partner too is a slow node; a
+   suspect both of whose ends are fine with others is a slow link.
+3. `findings` names each: kind (node or link), the nodes, measured, expected, why.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from mpicluster.bench.schedule import Pair
+
+#: A pair below this fraction of what is expected of it is a suspect.
+SUSPECT = 0.7
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "node" or "link"
+    nodes: tuple[str, ...]
+    measured: float  # GB/s
+    expected: float  # GB/s
+    why: str
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "nodes": list(self.nodes),
+            "measured": round(self.measured, 3),
+            "expected": round(self.expected, 3),
+            "why": self.why,
+        }
+
+
+def key(a: str, b: str) -> Pair:
+    return (a, b) if a <= b else (b, a)
+
+
+def expected_of(
+    measured: dict[Pair, float], baseline: dict[Pair, float] | None = None
+) -> dict[Pair, float]:
+    """What each pair is expected to carry: the median of the pairs (of those not
+    already below SUSPECT x the median of all, so one slow node's pairs do not pull it
+    down), or its link's baseline where that is lower."""
+    if not measured:
+        return {}
+    median = statistics.median(measured.values())
+    passing = [value for value in measured.values() if value >= SUSPECT * median]
+    median = statistics.median(passing or measured.values())
+    baseline = baseline or {}
+    return {
+        pair: min(median, baseline[pair]) if baseline.get(pair) else median for pair in measured
+    }
+
+
+def suspects(measured: dict[Pair, float], baseline: dict[Pair, float] | None = None) -> list[Pair]:
+    expected = expected_of(measured, baseline)
+    return sorted(p for p, value in measured.items() if value < SUSPECT * expected[p])
+
+
+def retests(measured: dict[Pair, float], suspect: list[Pair], names: list[str]) -> list[Pair]:
+    """The second pass: each end of each suspect with a node all of whose pairs passed
+    (a different partner for each end where there are enough), not a pair already
+    measured."""
+    bad_nodes = {n for pair in suspect for n in pair}
+    healthy = [n for n in names if n not in bad_nodes]
+    wanted: list[Pair] = []
+    turn = 0
+    for pair in suspect:
+        for end in pair:
+            for step in range(len(healthy)):
+                partner = healthy[(turn + step) % len(healthy)]
+                candidate = key(end, partner)
+                if candidate not in measured and candidate not in wanted:
+                    wanted.append(candidate)
+                    turn += step + 1
+                    break
+            else:
+                # every healthy partner was measured with it already: judge by those
+                continue
+    return wanted
+
+
+def findings(
+    measured: dict[Pair, float],
+    baseline: dict[Pair, float] | None = None,
+    second: dict[Pair, float] | None = None,
+) -> list[Finding]:
+    """Slow nodes and slow links from the first pass (`measured`) and the second
+    (`second`), each with what was measured, what was expected and why."""
+    everything = {**measured, **(second or {})}
+    if len(everything) < 1:
+        return []
+    expected = expected_of(everything, baseline)
+    slow = {p for p, value in everything.items() if value < SUSPECT * expected[p]}
+    suspect = [p for p in sorted(measured) if p in slow]
+    nodes: dict[str, list[Pair]] = {}
+    for pair in everything:
+        for end in pair:
+            nodes.setdefault(end, []).append(pair)
+    # a node is slow when every pair it is in is slow, and it was measured with at
+    # least two partners (one pair alone cannot tell which end is slow)
+    slow_nodes = sorted(
+        n for n, its in nodes.items() if len(its) >= 2 and all(p in slow for p in its)
+    )
+    found: list[Finding] = []
+    for node in slow_nodes:
+        its = nodes[node]
+        worst = max(its, key=lambda p: everything[p] / expected[p])
+        partners = [other for p in its for other in p if other != node]
+        fine = [o for o in partners if o not in slow_nodes]
+        why = f"every pair with {node} is slow ({len(its)}: with {', '.join(sorted(partners))})" + (
+            f", while {', '.join(sorted(fine))} {'are' if len(fine) > 1 else 'is'} "
+            "fast with other nodes"
+            if fine
+            else ""
+        )
+        found.append(Finding("node", (node,), everything[worst], expected[worst], why))
+    for pair in suspect:
+        if any(end in slow_nodes for end in pair):
+            continue
+        others = {end: [p for p in nodes[end] if p != pair] for end in pair}
+        if all(others[end] and not any(p in slow for p in others[end]) for end in pair):
+            fast = "; ".join(", ".join(_partners(end, others)) for end in pair)
+            why = (
+                f"{pair[0]} and {pair[1]} are each fast with other nodes ({fast}), "
+                "slow only with each other"
+            )
+        else:
+            why = (
+                f"{pair[0]}-{pair[1]} is below {SUSPECT:.0%} of what is expected; neither end "
+                "was measured fast with another node, so node and link cannot be told apart"
+            )
+        found.append(Finding("link", pair, everything[pair], expected[pair], why))
+    return found
+
+
+def _partners(end: str, others: dict[str, list[Pair]]) -> list[str]:
+    return [f"{end}-{o}" for p in others[end] for o in p if o != end]
