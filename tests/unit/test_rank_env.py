@@ -142,3 +142,19 @@ def test_settings_that_differ_between_nodes_are_warned_on_the_odd_node():
         "(`export NCCL_PROTO=Simple`); most nodes have NCCL_PROTO unset"
     )
     assert result.fix.startswith("remove the line at /home/mpi/.bashrc:7")
+
+
+def test_a_login_without_python_is_left_to_the_env_check(stack, login):
+    from mpicluster.doctor.checks.rank_env import check
+    from tests.unit.test_doctor_checks import gathered
+
+    login.setenv("PATH", "/nonexistent")
+    facts = read(stack)
+    assert facts["rank_env"]["resolved"]["error"] == "no python or python3 in PATH"
+
+    def tweak(every):
+        for node in every.values():
+            node["rank_env"] = facts["rank_env"]
+
+    report = check(gathered(tweak=tweak))
+    assert (report.results, report.not_checked) == ([], ["node1", "node2", "node3"])

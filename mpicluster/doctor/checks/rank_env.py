@@ -46,6 +46,11 @@ def check(g: Gathered) -> CheckReport:
     tuning = {n: _tuning(f["rank_env"], expected) for n, f in facts.items()}
     odd = _odd_settings(tuning, facts)
     for node, found in facts.items():
+        resolved = found["rank_env"].get("resolved") or {}
+        if not (resolved.get("python") or {}).get("path"):
+            # a login whose PATH finds no python at all: the env check names that cause
+            report.not_checked.append(node)
+            continue
         results = judge(g.layout, node, found) + odd.get(node, [])
         if not any(r.status != Status.PASS for r in results):
             results = [passed(node, _summary(node, found, tuning[node]))]
@@ -192,8 +197,8 @@ def _resolution(
         if cause:
             return [failed(node, f"{evidence}; {cause[0]}", cause[1])]
         fix = (
-            f"reinstall mpi4py for {executable} on {node} (apt-get install --reinstall "
-            "python3-mpi4py)"
+            f"{UP}: it installs python3-mpi4py for {executable} on {node} (where it is "
+            "installed and still fails: apt-get install --reinstall python3-mpi4py)"
             if lay.install == "packages"
             else f"{UP}: it installs the stack again from the pack where its files differ "
             "from the manifest"
