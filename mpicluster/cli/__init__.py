@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from mpicluster import __version__, exitcodes
-from mpicluster.cli import cluster, doctor, local, run
+from mpicluster.cli import bench, cluster, doctor, local, run
 
 app = typer.Typer(
     name="mpicluster",
@@ -45,6 +45,7 @@ def root(
 for command in cluster.COMMANDS:
     app.command()(command)
 app.command("doctor")(doctor.doctor)
+app.command("bench")(bench.bench)
 app.command("run", context_settings=run.CONTEXT)(run.run)
 app.add_typer(local.app, name="local")
 

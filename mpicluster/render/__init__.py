@@ -24,10 +24,11 @@ def show(display: Display, result: Any, *, as_json: bool = False, **options: Any
         display.json(result.to_dict(**options))
         return
     # the renderers import the core's result types: only when a table is wanted
+    from mpicluster.bench import BenchReport
     from mpicluster.doctor.model import DoctorReport
     from mpicluster.down.teardown import DownResult
     from mpicluster.local.cluster import LocalCluster
-    from mpicluster.render import doctor, local, stack, up
+    from mpicluster.render import bench, doctor, local, stack, up
     from mpicluster.stack.prepare import FetchResult
     from mpicluster.up.provision import UpResult
     from mpicluster.verify.smoke import SmokeReport
@@ -37,6 +38,7 @@ def show(display: Display, result: Any, *, as_json: bool = False, **options: Any
         DownResult: up.show_down,
         SmokeReport: up.show_smoke,
         DoctorReport: doctor.show_doctor,
+        BenchReport: bench.show_bench,
         LocalCluster: local.show_local,
         FetchResult: stack.show_fetch,
     }

@@ -392,3 +392,92 @@ def test_tmp_not_writable_fails_every_launch_on_the_node_and_says_why(provisione
     finally:
         _podman_exec(BROKEN, "chmod 1777 /tmp")
     assert_healthy(inventory)
+
+
+# --- bench on the same provisioned cluster (Debian's Open MPI and mpi4py) ------------
+
+#: An htb root on a node's cluster interface: every packet out of it at SLOW (a slow
+#: node), or only those to one peer (a slow link: a u32 filter on its address). netem
+#: is not in this kernel (ENVIRONMENT.md: shaping traffic between local nodes).
+SLOW = "200mbit"
+
+
+def shape(cluster: LocalCluster, node: str, peer_address: str | None = None) -> None:
+    rules = ["tc qdisc add dev eth0 root handle 1: htb default 10"]
+    if peer_address is None:
+        rules.append(f"tc class add dev eth0 parent 1: classid 1:10 htb rate {SLOW}")
+    else:
+        rules += [
+            "tc class add dev eth0 parent 1: classid 1:10 htb rate 40gbit",
+            f"tc class add dev eth0 parent 1: classid 1:20 htb rate {SLOW}",
+            f"tc filter add dev eth0 parent 1: protocol ip u32 match ip dst {peer_address}/32 "
+            "flowid 1:20",
+        ]
+    for rule in rules:
+        cluster.ssh(node, f"sudo {rule}")
+
+
+def unshape(cluster: LocalCluster, node: str) -> None:
+    cluster.ssh(node, "sudo tc qdisc del dev eth0 root", check=False)
+
+
+def bench(inventory: Path, *args: str) -> tuple[int, dict, str]:
+    done = mpicluster("bench", str(inventory), "--json", *args, check=False, timeout=900)
+    assert done.returncode in (0, 2), done.stderr[-4000:]
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def test_bench_on_a_healthy_cluster_flags_nothing_and_shows_its_figures(provisioned, inventory):
+    code, report, said = bench(inventory)
+    assert (code, report["flagged"], report["status"]) == (0, [], "pass"), report
+    assert sorted(tuple(p["nodes"]) for p in report["pairs"]) == [
+        ("node1", "node2"),
+        ("node1", "node3"),
+        ("node2", "node3"),
+    ]
+    assert all(p["gbs"] > 0.05 and p["latency_us"] > 0 and p["pass"] == 1 for p in report["pairs"])
+    sizes = report["allreduce"]
+    assert [s["bytes"] for s in sizes] == [8 << (2 * i) for i in range(13)]
+    assert all(s["exact"] for s in sizes) and sizes[-1]["efficiency"] > 0
+    assert "Open MPI" in report["library"]
+    assert "Point to point: 3 pair(s) in 3 round(s)" in said
+    table = mpicluster("bench", str(inventory), "--quick", timeout=600)
+    assert "bench: 3 pair(s)" in table.stdout and "0 flagged" in table.stdout
+
+
+def test_bench_names_a_slow_node_as_the_node(provisioned, inventory):
+    cluster = provisioned
+    shape(cluster, "node3")
+    try:
+        code, report, _ = bench(inventory)
+    finally:
+        unshape(cluster, "node3")
+    assert code == 2, report
+    (found,) = report["flagged"]
+    assert (found["kind"], found["nodes"]) == ("node", ["node3"]), found
+    assert found["measured"] < 0.7 * found["expected"]
+    assert found["why"].startswith("every pair with node3 is slow"), found
+    slow = {tuple(p["nodes"]) for p in report["pairs"] if p["slow"]}
+    assert slow == {("node1", "node3"), ("node2", "node3")}, report["pairs"]
+
+
+def test_bench_names_a_slow_link_as_the_link_not_either_node(provisioned, inventory):
+    cluster = provisioned
+    node2 = load_address(inventory, "node2")
+    shape(cluster, "node1", peer_address=node2)
+    try:
+        code, report, _ = bench(inventory)
+    finally:
+        unshape(cluster, "node1")
+    assert code == 2, report
+    (found,) = report["flagged"]
+    assert (found["kind"], found["nodes"]) == ("link", ["node1", "node2"]), found
+    assert "slow only with each other" in found["why"], found
+
+
+def load_address(inventory: Path, node: str) -> str:
+    from mpicluster.cluster.inventory import load_inventory
+
+    inv = load_inventory(inventory)
+    return next(n.address for n in inv.nodes if n.name == node)

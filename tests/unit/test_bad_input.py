@@ -126,6 +126,11 @@ CASES = [
     ("local-up-nodes-word", ["local", "up", "--nodes", "many"], "usage", "'--nodes'"),
     ("local-no-subcommand", ["local", "frob"], "usage", "No such command"),
     ("down-no-inventory", ["down"], "usage", "Missing argument 'inventory'"),
+    ("bench-no-inventory", ["bench"], "usage", "Missing argument 'inventory'"),
+    ("bench-expect-word", ["bench", "{inv}", "--expect", "fast"], "usage", "'--expect'"),
+    ("bench-expect-zero", ["bench", "{inv}", "--expect", "0"], "error", "--expect 0.0"),
+    ("bench-unknown-node", ["bench", "{inv}", "--nodes", "n9"], "error", "'n9': no such node"),
+    ("bench-one-node", ["bench", "{inv}"], "error", "two nodes or more"),
     ("down-node-no-value", ["down", "{inv}", "--node"], "usage", "'--node'"),
     # the inventory argument itself
     ("inventory-is-a-folder", ["validate", "{folder}"], "error", "is a folder"),
@@ -301,7 +306,8 @@ CASES = [
 def test_there_are_enough_cases():
     assert len({c[0] for c in CASES}) == len(CASES) >= 40
     commands = {c[1][0] for c in CASES}
-    every = {"validate", "up", "down", "smoke", "doctor", "hostfile", "fetch", "run", "local"}
+    every = {"validate", "up", "down", "smoke", "doctor", "bench", "hostfile", "fetch", "run"}
+    every |= {"local"}
     assert commands >= every
 
 

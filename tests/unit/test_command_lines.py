@@ -61,6 +61,9 @@ REGISTRY = {
     "mpicluster.slurm.facts:gather": "test_slurm_commands_split_back",
     "mpicluster.run.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
     "mpicluster.run.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
+    "mpicluster.bench.measure:mpi_major": "test_bench_commands_split_back",
+    "mpicluster.bench.measure:command": "test_bench_commands_split_back",
+    "mpicluster.bench.measure:run": "test_bench_commands_split_back",
 }
 
 #: The argument that carries the command text, by the name of the function called.
@@ -659,6 +662,37 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
     assert words[:4] == ["timeout", "-k", "10", "12"]
     user = inv.node_ssh(inv.nodes[0]).user
     assert words[4:] == shlex.split(smoke.mpirun_command(ClusterPlan.of(inv), 5, user))
+
+
+def test_bench_commands_split_back(tmp_path, monkeypatch):
+    """bench's mpirun line: the spec (JSON with quotes and spaces) comes back as one word,
+    the prefix and interface intact."""
+    from mpicluster.bench import measure
+    from mpicluster.nodes import transport
+
+    text = (
+        "cluster: test\nnetwork: {interface: 'eth0.1@x_y-z'}\nstack: {prefix: /opt/a-b.c}\n"
+        "nodes:\n  - {name: n1, address: 10.0.0.1}\n  - {name: n2.example-x}\n"
+    )
+    plan = ClusterPlan.of(inventory(tmp_path, text))
+    spec = {"mode": "pairs", "rounds": [[[0, 1]]], "note": 'it\'s "quoted" $(x) `y`'}
+    commands = []
+
+    def fake_run_on(plan, node, command, **kw):
+        commands.append(command)
+        out = "mpirun (Open MPI) 5.0.7" if "--version" in command else '{"pairs": []}'
+        return transport.RemoteResult(node.name, out, "", 0)
+
+    monkeypatch.setattr(transport, "run_on", fake_run_on)
+    major = measure.mpi_major(plan)
+    assert major == 5 and shlex.split(commands[0]) == ["/opt/a-b.c/current/bin/mpirun", "--version"]
+    assert measure.run(plan, ["n1", "n2.example-x"], spec, 30.9, major) == {"pairs": []}
+    words = shlex.split(commands[1])
+    assert words[:5] == ["timeout", "-k", "10", "30", "/opt/a-b.c/current/bin/mpirun"]
+    assert words[5:9] == ["--host", "n1:1,n2.example-x:1", "-np", "2"]
+    assert "eth0.1@x_y-z" in words
+    assert json.loads(words[-1]) == spec
+    assert words[-2] == "/etc/mpicluster/smoke/bench_mpi.py"
 
 
 def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):

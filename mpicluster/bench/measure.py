@@ -1,0 +1,82 @@
+"""bench's measurements: the MPI program (remote/smoke/bench_mpi.py, installed by `up`
+with the smoke test's programs) started from the head node with the stack's own
+mpirun, one rank per node, in the inventory's order: rank i is node i."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from mpicluster import exitcodes
+from mpicluster.cluster import layout, mpirun
+from mpicluster.cluster.mpi_settings import mpirun_network_args
+from mpicluster.cluster.plan import ClusterPlan
+from mpicluster.errors import MpiclusterError
+from mpicluster.nodes import mpi_version, transport
+from mpicluster.util.text import last_line
+
+PROGRAM = "bench_mpi.py"
+#: The large message of the pairs' bandwidth, and the small one of their latency.
+LARGE = 64 << 20
+SMALL = 8
+#: Allreduce sizes: 8 B to 256 MiB, x4 (13 sizes).
+SWEEP = [8 << (2 * i) for i in range(13)]
+
+
+class MeasureFailed(MpiclusterError):
+    """bench's MPI program did not report (mpirun failed, hung or printed no result)."""
+
+    exit_code = exitcodes.DOCTOR_FAIL
+
+
+def mpi_major(plan: ClusterPlan) -> int:
+    head = plan.nodes[0]
+    done = transport.run_on(plan, head, f"{plan.layout.mpi_bin}/mpirun --version", timeout=30)
+    if not done.ok:
+        raise MeasureFailed(
+            f"`mpirun --version` failed on {head.name}: "
+            f"{done.error or last_line(done.stdout + done.stderr)}",
+            hint="run `mpicluster doctor` (bench needs a cluster `up` made)",
+        )
+    found = mpi_version.parse(done.stdout)
+    if not found.is_open_mpi or found.major is None:
+        raise MeasureFailed(f"{head.name}'s mpirun is not Open MPI: {found.first_line}")
+    return found.major
+
+
+def command(plan: ClusterPlan, names: list[str], spec: dict, major: int) -> str:
+    head = plan.nodes[0]
+    runner = mpirun.Mpirun(
+        f"{plan.layout.mpi_bin}/mpirun", major, plan.node_ssh(head).user == "root"
+    )
+    placement = mpirun.hosts(dict.fromkeys(names, 1))
+    options = [*mpirun_network_args(plan.inventory.network, major), "--bind-to", "none"]
+    program = [plan.layout.python, f"{layout.SMOKE_DIR}/{PROGRAM}", json.dumps(spec)]
+    return shlex.join(runner.argv(placement, options, program))
+
+
+def run(plan: ClusterPlan, names: list[str], spec: dict, timeout: float, major: int) -> dict:
+    """The program's report (rank 0's JSON line); MeasureFailed with mpirun's words."""
+    head = plan.nodes[0]
+    line = command(plan, names, spec, major)
+    done = transport.run_on(
+        plan, head, f"timeout -k 10 {int(timeout)} {line}", timeout=timeout + 30
+    )
+    if done.error:
+        raise MeasureFailed(f"could not start mpirun on {head.name}: {done.error}")
+    if done.exit_code in (124, 137):
+        raise MeasureFailed(
+            f"bench's {spec['mode']} run did not end in {timeout:.0f} s on {', '.join(names)}",
+            hint="run `mpicluster doctor`: a launch that hangs is what it explains",
+        )
+    for text in reversed(done.stdout.splitlines()):
+        if text.startswith("{"):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:
+                break
+    said = last_line(done.stderr) or last_line(done.stdout) or f"exit {done.exit_code}"
+    raise MeasureFailed(
+        f"bench's {spec['mode']} run on {', '.join(names)} printed no result: {said}",
+        hint="run `mpicluster doctor` (it proves the same launch and explains failures)",
+    )
