@@ -399,7 +399,7 @@ def test_tmp_not_writable_fails_every_launch_on_the_node_and_says_why(provisione
 #: An htb root on a node's cluster interface: every packet out of it at SLOW (a slow
 #: node), or only those to one peer (a slow link: a u32 filter on its address). netem
 #: is not in this kernel (ENVIRONMENT.md: shaping traffic between local nodes).
-SLOW = "200mbit"
+SLOW = "500mbit"
 
 
 def shape(cluster: LocalCluster, node: str, peer_address: str | None = None) -> None:
