@@ -19,7 +19,7 @@ PROGRAM = "bench_mpi.py"
 #: The large message of the pairs' bandwidth, and the small one of their latency.
 LARGE = 64 << 20
 SMALL = 8
-#: Allreduce sizes: 8 B to 256 MiB, x4 (13 sizes).
+#: Allreduce sizes: 8 B to 128 MiB, x4 (13 sizes).
 SWEEP = [8 << (2 * i) for i in range(13)]
 
 

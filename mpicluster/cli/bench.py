@@ -47,7 +47,7 @@ def bench(
 ) -> None:
     """Measure the cluster with its own MPI (installs nothing): bandwidth and latency of
     node pairs in rounds of disjoint pairs, then an allreduce over all nodes from 8 B to
-    256 MiB; a pair well below the others is measured again with healthy nodes, so that a
+    128 MiB; a pair well below the others is measured again with healthy nodes, so that a
     slow node is told from a slow link.
 
     Exit codes: 0 nothing flagged, 2 a slow node or link (also: bad input, a run that
