@@ -341,13 +341,14 @@ def gather(spec):
         files[path] = read_text(path)
     packages = python_packages(layout, {"mpi4py", "horovod", "torch"})
     mca = accessfacts.mca_variables(os.environ)
+    rank = rankenv.variables(os.environ) if spec.get("rank_env") else {}
     access = {
         "login": accessfacts.login(spec["cluster"]),
         "known_host_keys": accessfacts.known_host_keys(spec["cluster"]),
         "resolver": accessfacts.resolver(names),
         "mca_files": accessfacts.mca_files(os.path.dirname(layout["mpi_bin"])),
         "mca_env": dict((k, os.environ[k]) for k in mca),
-        "setters": accessfacts.setters(["PATH", "LD_LIBRARY_PATH", "TMPDIR", *mca]),
+        "setters": accessfacts.setters(["PATH", "LD_LIBRARY_PATH", "TMPDIR", *mca, *rank]),
         "printing": accessfacts.printing_lines(),
         "ssh_client": accessfacts.ssh_client_lines(),
         "host_keys": accessfacts.host_key_fingerprints(),
@@ -368,7 +369,7 @@ def gather(spec):
             "stack_files": stack_files(layout["prefix"], deep=bool(spec.get("deep")))
             if layout.get("install") == "source" and spec.get("stack_files")
             else None,
-            "rank_env": rankenv.rank_environment(accessfacts.setters, layout["current"])
+            "rank_env": rankenv.rank_environment(rank, layout["current"])
             if spec.get("rank_env")
             else None,
             "neighbour": neighbour_limits(),

@@ -109,14 +109,13 @@ def resolve(python_name="python"):
     return result
 
 
-def rank_environment(setters, current):
-    """The facts doctor's rank check judges; `setters(names)` gives the startup lines
-    that set each variable (accessfacts.setters); `current` is the stack's <current>."""
-    found = variables(os.environ)
+def rank_environment(found, current):
+    """The facts doctor's rank check judges: `found` is variables(os.environ) (the
+    probe reads the lines that set them with the others, accessfacts.setters);
+    `current` is the stack's <current>."""
     return {
         "variables": found,
         "loading": [name for name in LOADING if name in found],
-        "setters": setters(sorted(found)),
         "resolved": resolve(),
         "stack_root": os.path.realpath(current) if os.path.exists(current) else None,
     }

@@ -5,6 +5,7 @@ installs); the check judges what it read."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -54,10 +55,8 @@ def login(stack, monkeypatch):
 
 
 def read(stack: Path, lines: dict[str, list[str]] | None = None) -> dict:
-    facts = rankenv.rank_environment(
-        lambda names: {n: (lines or {}).get(n, []) for n in names}, str(stack)
-    )
-    return {"rank_env": facts, "env": {}}
+    facts = rankenv.rank_environment(rankenv.variables(os.environ), str(stack))
+    return {"rank_env": facts, "access": {"setters": lines or {}}, "env": {}}
 
 
 def judged(stack: Path, facts: dict) -> list:
@@ -126,7 +125,10 @@ def test_a_python_outside_the_stack_and_a_harmless_loading_variable(stack, login
 def test_settings_that_differ_between_nodes_are_warned_on_the_odd_node():
     line = "/home/mpi/.bashrc:7: export NCCL_PROTO=Simple"
     facts = {
-        name: {"rank_env": {"variables": dict(values), "loading": [], "setters": setters}}
+        name: {
+            "rank_env": {"variables": dict(values), "loading": []},
+            "access": {"setters": setters},
+        }
         for name, values, setters in (
             ("node1", {"NCCL_DEBUG": "INFO"}, {}),
             ("node2", {"NCCL_DEBUG": "INFO", "NCCL_PROTO": "Simple"}, {"NCCL_PROTO": [line]}),

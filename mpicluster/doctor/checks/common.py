@@ -11,6 +11,15 @@ from mpicluster.doctor.runner import Gathered
 UP = "run `mpicluster up`"
 
 
+def set_at(line: str | None, otherwise: str) -> str:
+    """Where a startup line ("file:line: text", as the probe reports them) sets
+    something, in words; `otherwise` when no line does."""
+    if not line:
+        return otherwise
+    place, _, text = line.partition(": ")
+    return f"set at {place} (`{text}`)"
+
+
 def per_node(
     g: Gathered, name: str, title: str, judge: Callable[[str, dict], list[Result]]
 ) -> CheckReport:

@@ -7,7 +7,7 @@ Requested: 16777216 B, Space Available: 0 B")."""
 from __future__ import annotations
 
 from mpicluster.cluster import hostfiles as hostfile
-from mpicluster.doctor.checks.common import size
+from mpicluster.doctor.checks.common import set_at, size
 from mpicluster.doctor.model import CheckReport, Result, passed, warned
 from mpicluster.doctor.runner import Gathered
 from mpicluster.errors import UsageError
@@ -53,11 +53,8 @@ def _shown(item: str, value: int | None) -> str:
 
 
 def _set_at(limits: dict, item: str) -> str:
-    lines = (limits.get("setters") or {}).get(item) or []
-    if not lines:
-        return "the system's default (no limits.conf or ulimit line for it)"
-    place, _, text = lines[-1].partition(": ")
-    return f"set at {place} (`{text}`)"
+    lines = (limits.get("setters") or {}).get(item) or [None]
+    return set_at(lines[-1], "the system's default (no limits.conf or ulimit line for it)")
 
 
 def judge(node: str, facts: dict, slots: int, ranks: int) -> list[Result]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.mpi_settings import mpi_environment
-from mpicluster.doctor.checks.common import UP, majority
+from mpicluster.doctor.checks.common import UP, majority, set_at
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
 
@@ -70,17 +70,14 @@ def _tuning(rank: dict, expected: dict[str, str]) -> dict[str, str]:
 def where_set(facts: dict, name: str) -> str | None:
     """The startup line ("file:line: text") that gives logins `name`: the last one a
     non-interactive login reads."""
-    lines = ((facts.get("rank_env") or {}).get("setters") or {}).get(name) or []
+    lines = ((facts.get("access") or {}).get("setters") or {}).get(name) or []
     read = [line for line in lines if line.split(":", 1)[0].endswith(LOGIN_FILES)]
     return (read or lines or [None])[-1]
 
 
 def _set_at(facts: dict, name: str) -> str:
-    line = where_set(facts, name)
-    if not line:
-        return "not set in a startup file doctor reads (sshd's SetEnv or AcceptEnv, or PAM?)"
-    place, _, text = line.partition(": ")
-    return f"set at {place} (`{text}`)"
+    unknown = "not set in a startup file doctor reads (sshd's SetEnv or AcceptEnv, or PAM?)"
+    return set_at(where_set(facts, name), unknown)
 
 
 def _remove(facts: dict, name: str, node: str) -> str:
@@ -145,16 +142,18 @@ def _under(path: str | None, root: str | None) -> bool:
     return bool(path and root and path.startswith(root.rstrip("/") + "/"))
 
 
-def _cause(facts: dict, names: list[str], variables: dict[str, str]) -> tuple[str, str] | None:
-    """(evidence, fix) naming the first of `names` set in the login, or None."""
-    for name in names:
-        if name in variables:
-            node_fix = _remove(facts, name, "the node")
-            return (
-                f"logins get {name}={variables[name]}, {_set_at(facts, name)}",
-                f"{node_fix}, or make it leave the stack's own first",
-            )
-    return None
+def _blamed(node: str, facts: dict, evidence: str, names: list[str], fix: str) -> Result:
+    """A failure: blamed on the first of `names` the login sets (with its line, and the
+    fix of removing it), else on what `fix` says."""
+    variables = (facts.get("rank_env") or {}).get("variables") or {}
+    name = next((n for n in names if n in variables), None)
+    if name is None:
+        return failed(node, evidence, fix)
+    return failed(
+        node,
+        f"{evidence}; logins get {name}={variables[name]}, {_set_at(facts, name)}",
+        f"{_remove(facts, name, node)}, or make it leave the stack's own first",
+    )
 
 
 def _stack_damage(facts: dict) -> str:
@@ -168,16 +167,11 @@ def _stack_damage(facts: dict) -> str:
 def _resolution(
     lay: Layout, node: str, facts: dict, resolved: dict, root: str | None
 ) -> list[Result]:
-    variables = (facts.get("rank_env") or {}).get("variables") or {}
     python = (resolved.get("python") or {}).get("path")
     if resolved.get("error") and not resolved.get("executable"):
-        cause = _cause(facts, ["PYTHONHOME", "PYTHONPATH", "LD_PRELOAD"], variables)
-        evidence = (
-            f"the login's python ({python or 'none in PATH'}) does not start: {resolved['error']}"
-        )
-        if cause:
-            return [failed(node, f"{evidence}; {cause[0]}", cause[1])]
-        return [failed(node, evidence, f"{UP}: it installs the stack's Python")]
+        evidence = f"the login's python ({python}) does not start: {resolved['error']}"
+        loading = ["PYTHONHOME", "PYTHONPATH", "LD_PRELOAD"]
+        return [_blamed(node, facts, evidence, loading, f"{UP}: it installs the stack's Python")]
     executable = resolved.get("executable")
     if root and not _under(resolved.get("prefix"), root):
         return [
@@ -193,9 +187,10 @@ def _resolution(
         evidence = f"`import mpi4py` in the login's python ({executable}): {resolved['error']}"
         if resolved.get("mpi4py"):
             evidence += f" (mpi4py from {resolved['mpi4py']})"
-        cause = _cause(facts, ["PYTHONPATH", "PYTHONHOME", "LD_PRELOAD"], variables)
-        if cause:
-            return [failed(node, f"{evidence}; {cause[0]}", cause[1])]
+        variables = (facts.get("rank_env") or {}).get("variables") or {}
+        loading = ["PYTHONPATH", "PYTHONHOME", "LD_PRELOAD"]
+        if not any(name in variables for name in loading):
+            evidence += _stack_damage(facts)
         fix = (
             f"{UP}: it installs python3-mpi4py for {executable} on {node} (where it is "
             "installed and still fails: apt-get install --reinstall python3-mpi4py)"
@@ -203,63 +198,34 @@ def _resolution(
             else f"{UP}: it installs the stack again from the pack where its files differ "
             "from the manifest"
         )
-        return [failed(node, evidence + _stack_damage(facts), fix)]
-    return [
-        *_foreign_mpi4py(node, facts, resolved, root),
-        *_foreign_libmpi(lay, node, facts, resolved, root),
-        *_foreign_prted(node, resolved, root),
-    ]
-
-
-def _foreign_mpi4py(node: str, facts: dict, resolved: dict, root: str | None) -> list[Result]:
-    variables = (facts.get("rank_env") or {}).get("variables") or {}
-    results: list[Result] = []
+        return [_blamed(node, facts, evidence, loading, fix)]
+    results = []
     module = resolved.get("mpi4py")
     if root and module and not _under(module, root):
-        evidence = f"the login's python imports mpi4py from {module}, not the stack's"
-        cause = _cause(facts, ["PYTHONPATH", "PYTHONUSERBASE", "PYTHONHOME"], variables)
         results.append(
-            failed(
+            _blamed(
                 node,
-                f"{evidence}; {cause[0]}" if cause else evidence,
-                cause[1]
-                if cause
-                else f"remove that mpi4py from the stack's Python path on {node} (a .pth "
-                "file or a package installed into the stack's venv by hand)",
+                facts,
+                f"the login's python imports mpi4py from {module}, not the stack's",
+                ["PYTHONPATH", "PYTHONUSERBASE", "PYTHONHOME"],
+                f"remove that mpi4py from the stack's Python path on {node} (a .pth file or "
+                "a package installed into the stack's venv by hand)",
             )
         )
-    return results
-
-
-def _foreign_libmpi(
-    lay: Layout, node: str, facts: dict, resolved: dict, root: str | None
-) -> list[Result]:
-    variables = (facts.get("rank_env") or {}).get("variables") or {}
-    results: list[Result] = []
-    libraries = resolved.get("libmpi") or []
-    foreign = [path for path in libraries if root and not _under(path, root)]
+    foreign = [path for path in resolved.get("libmpi") or [] if root and not _under(path, root)]
     if foreign:
         path = (facts.get("env") or {}).get("LD_LIBRARY_PATH") or "unset"
-        evidence = (
-            f"mpi4py loads {', '.join(foreign)}, not the stack's {lay.mpi_lib}/libmpi "
-            f"(a login's LD_LIBRARY_PATH: {path})"
-        )
-        cause = _cause(facts, ["LD_PRELOAD"], variables)
         results.append(
-            failed(
+            _blamed(
                 node,
-                f"{evidence}; {cause[0]}" if cause else evidence,
-                cause[1]
-                if cause
-                else f"LD_LIBRARY_PATH of a non-interactive login on {node} must start with "
+                facts,
+                f"mpi4py loads {', '.join(foreign)}, not the stack's {lay.mpi_lib}/libmpi "
+                f"(a login's LD_LIBRARY_PATH: {path})",
+                ["LD_PRELOAD"],
+                f"LD_LIBRARY_PATH of a non-interactive login on {node} must start with "
                 f"{lay.mpi_lib} (the env check says what sets it), or {UP}",
             )
         )
-    return results
-
-
-def _foreign_prted(node: str, resolved: dict, root: str | None) -> list[Result]:
-    results: list[Result] = []
     prted = (resolved.get("prted") or {}).get("real")
     if root and prted and not _under(prted, root):
         results.append(
