@@ -82,10 +82,13 @@ def run_bench(
         report.library = found.get("library", "")
         return {verdict.key(names[r["pair"][0]], names[r["pair"][1]]): r for r in found["pairs"]}
 
+    def baseline(pairs) -> dict | None:
+        """--expect as every pair's baseline (none: the pairs' own median)."""
+        return dict.fromkeys(pairs, expect) if expect else None
+
     measured = measure_pairs(first, "Point to point")
     bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
-    baseline = dict.fromkeys(bandwidth, expect) if expect else None
-    suspect = verdict.suspects(bandwidth, baseline)
+    suspect = verdict.suspects(bandwidth, baseline(bandwidth))
     second: dict = {}
     if suspect and not quick:
         again = verdict.retests(bandwidth, suspect, names)
@@ -93,9 +96,7 @@ def run_bench(
             second = measure_pairs(again, f"Second pass for {len(suspect)} slow pair(s)")
     bandwidth2 = {pair: r["gbs"] for pair, r in second.items()}
     everything = {**bandwidth, **bandwidth2}
-    expected = verdict.expected_of(
-        everything, dict.fromkeys(everything, expect) if expect else None
-    )
+    expected = verdict.expected_of(everything, baseline(everything))
     for results, round_number in ((measured, 1), (second, 2)):
         for pair, r in results.items():
             report.pairs.append(
@@ -108,9 +109,7 @@ def run_bench(
                     r["gbs"] < verdict.SUSPECT * expected[pair],
                 )
             )
-    report.flagged = verdict.findings(
-        bandwidth, dict.fromkeys(everything, expect) if expect else None, bandwidth2
-    )
+    report.flagged = verdict.findings(bandwidth, baseline(everything), bandwidth2)
     report.expected_gbs = expect or (min(expected.values()) if expected else 0.0)
     report.expected_source = "--expect" if expect else "median of the pairs"
     sizes = measure.SWEEP[-1:] if quick else measure.SWEEP

@@ -13,7 +13,7 @@ from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import mpi_version, transport
-from mpicluster.util.text import last_line
+from mpicluster.util.text import json_line, last_line
 
 PROGRAM = "bench_mpi.py"
 #: The large message of the pairs' bandwidth, and the small one of their latency.
@@ -69,12 +69,9 @@ def run(plan: ClusterPlan, names: list[str], spec: dict, timeout: float, major: 
             f"bench's {spec['mode']} run did not end in {timeout:.0f} s on {', '.join(names)}",
             hint="run `mpicluster doctor`: a launch that hangs is what it explains",
         )
-    for text in reversed(done.stdout.splitlines()):
-        if text.startswith("{"):
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError:
-                break
+    report = json_line(done.stdout)
+    if report is not None:
+        return report
     said = last_line(done.stderr) or last_line(done.stdout) or f"exit {done.exit_code}"
     raise MeasureFailed(
         f"bench's {spec['mode']} run on {', '.join(names)} printed no result: {said}",

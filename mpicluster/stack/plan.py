@@ -71,9 +71,9 @@ def plan(
         current = node_facts.get("current") or {}
         if current.get("fingerprint") != fp:
             group.install.append(node.name)
-        elif damage(node_facts):
+        elif why := damage(node_facts):
             group.install.append(node.name)
-            group.repair[node.name] = damage(node_facts)
+            group.repair[node.name] = why
     for group in groups.values():
         group.artifact = artifact_path(artifacts, group.fingerprint)
         if group.install and not group.artifact.is_file():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 def lines_of(text: str | None) -> list[str]:
     """The non-blank lines of `text`, stripped, without banner rules (`@@@@`)."""
@@ -22,3 +24,17 @@ def telling_line(text: str | None, default: str = "no output") -> str:
         if lowered.startswith(("error", "e: ", "fatal", "stderr: error")) or " error:" in lowered:
             return line
     return lines[-1] if lines else default
+
+
+def json_line(text: str) -> dict | None:
+    """The last line of `text` that starts a JSON object, parsed (a program's report)."""
+    for line in reversed(text.splitlines()):
+        # a NUL can precede it: Open MPI 5.0.7's smcuda warning ("The call to
+        # cuMemHostRegister(...) failed") prints stray bytes, seen on an H200
+        line = line.lstrip("\x00")
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None

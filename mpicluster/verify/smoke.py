@@ -33,7 +33,7 @@ from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import mpi_version, pairs, ssh_failures, transport
 from mpicluster.slurm import SlurmSmoke, run_slurm_smoke
-from mpicluster.util.text import last_line
+from mpicluster.util.text import json_line, last_line
 from mpicluster.verify import nccl_tests
 
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
@@ -492,7 +492,7 @@ def judge_report(
     base: AllreduceResult, exit_code: int, stdout: str, output: str, nodes: list[Node]
 ) -> AllreduceResult:
     """A run whose rank 0 prints one JSON report (allreduce.py and its kin)."""
-    report = _json_line(stdout)
+    report = json_line(stdout)
     if exit_code != 0 or report is None:
         base.problem = f"mpirun exited {exit_code}"
         base.cause = _mpirun_cause(output, base.kind)
@@ -652,16 +652,3 @@ def _mpirun_cause(output: str, kind: str = "mpi4py") -> str:
     lines = [line.strip() for line in output.splitlines() if any(c.isalpha() for c in line)]
     errors = [line for line in lines if "error" in line.lower()]
     return (errors or lines or ["see the output"])[-1]
-
-
-def _json_line(text: str) -> dict | None:
-    for line in reversed(text.splitlines()):
-        # a NUL can precede it: Open MPI 5.0.7's smcuda warning ("The call to
-        # cuMemHostRegister(...) failed") prints stray bytes, seen on an H200
-        line = line.lstrip("\x00")
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                return None
-    return None

@@ -46,9 +46,7 @@ def judge(node: str, facts: dict) -> list[Result]:
     added file named), or not verifiable (no manifest, or none that can be read)."""
     report = facts.get("stack_files")
     if report is None:
-        if facts.get("current") is None:
-            return []  # no source stack here: the versions check says so
-        return [passed(node, "no manifest to verify by: this stack is not one up built")]
+        return []  # no active stack here (the probe found no FINGERPRINT.json): versions says so
     if report.get("error"):
         return [failed(node, f"the stack's manifest: {report['error']}", repair_fix(node))]
     root = report["root"]
