@@ -1,9 +1,10 @@
 """mpicluster bench: whether the cluster is fast, and which node or link is not.
 
 `run_bench(plan, ...)` measures node pairs (schedule.py: a ring and a sample, or all
-pairs, in rounds of disjoint pairs) and an allreduce over all nodes with the stack's
-MPI (measure.py), judges the pairs (verdict.py: a second pass tells a slow node from a
-slow link) and returns a BenchReport (report.py); it never prints. The command is
+pairs, in rounds of disjoint pairs) through the network alone (network.py: iperf3, the
+baseline) and with the stack's MPI (measure.py), and an allreduce over all nodes;
+judges the pairs (verdict.py: a second pass tells a slow node from a slow link) and
+returns a BenchReport (report.py); it never prints. The command is
 mpicluster/cli/bench.py, the rendering mpicluster/render/bench.py.
 """
 
@@ -13,7 +14,7 @@ import math
 import time
 from collections.abc import Callable
 
-from mpicluster.bench import measure, schedule, verdict
+from mpicluster.bench import gpu, measure, network, schedule, verdict
 from mpicluster.bench.report import BenchReport, PairFigure, SizeFigure
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
@@ -54,74 +55,144 @@ def run_bench(
     quick: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> BenchReport:
-    """`quick`: one size, ring pairs (doctor --perf's form)."""
-    progress = on_progress or (lambda message: None)
+    """`quick`: ring pairs, no baseline, one allreduce size (doctor --perf's form)."""
     names = check_options(plan, nodes, expect)
-    started = time.monotonic()
-    major = measure.mpi_major(plan)
-    index = {name: i for i, name in enumerate(names)}
-    seed = seed if seed is not None else pair_plan.seed_for(plan.cluster)
-    first = schedule.pairs(names, all_pairs=all_pairs, seed=seed)
-    if quick:
-        first = [verdict.key(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
-        first = sorted(set(first), key=lambda p: (index[p[0]], index[p[1]]))
-    report = BenchReport(plan.cluster)
+    return _Bench(plan, names, expect, quick, on_progress).run(all_pairs, seed)
 
-    def measure_pairs(wanted: list[tuple[str, str]], label: str) -> dict:
+
+class _Bench:
+    """One run: each round of pairs through iperf3 then MPI, the verdict, the sweep."""
+
+    def __init__(self, plan, names, expect, quick, on_progress) -> None:
+        self.plan, self.names, self.expect, self.quick = plan, names, expect, quick
+        self.progress = on_progress or (lambda message: None)
+        self.index = {name: i for i, name in enumerate(names)}
+        self.report = BenchReport(plan.cluster)
+        self.network: dict = {}  # pair: iperf3's GB/s each way (None: not measured)
+        self.address: dict[str, str] = {}
+
+    def run(self, all_pairs: bool, seed: int | None) -> BenchReport:
+        started = time.monotonic()
+        self.major = measure.mpi_major(self.plan)
+        if self.quick:
+            first = self._ring()
+        else:
+            seed = seed if seed is not None else pair_plan.seed_for(self.plan.cluster)
+            first = schedule.pairs(self.names, all_pairs=all_pairs, seed=seed)
+            self._look_at_nodes()
+        measured = self._pairs(first, "Point to point")
+        bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
+        links = {p: v for p, v in self.network.items() if v}
+        suspect = verdict.suspects(bandwidth, self.expect, links)
+        second: dict = {}
+        if suspect and not self.quick:
+            again = verdict.retests(bandwidth, suspect, self.names)
+            if again:
+                second = self._pairs(again, f"Second pass for {len(suspect)} slow pair(s)")
+        bandwidth2 = {pair: r["gbs"] for pair, r in second.items()}
+        links = {p: v for p, v in self.network.items() if v}
+        everything = {**bandwidth, **bandwidth2}
+        expected = verdict.expected_of(everything, self.expect)
+        too_slow = verdict.slow(everything, expected, links)
+        for results, round_number in ((measured, 1), (second, 2)):
+            for pair, r in results.items():
+                self.report.pairs.append(
+                    PairFigure(
+                        pair,
+                        r["gbs"],
+                        r["latency_us"],
+                        expected[pair],
+                        round_number,
+                        pair in too_slow,
+                        self.network.get(pair),
+                    )
+                )
+        self.report.flagged = verdict.findings(bandwidth, self.expect, bandwidth2, links)
+        self.report.expected_gbs = self.expect or (min(expected.values()) if expected else 0.0)
+        self.report.expected_source = "--expect" if self.expect else "median of the pairs"
+        slowest = min(links.values()) if links else min(everything.values(), default=0.0)
+        self.report.efficiency_basis = "iperf3" if links else "pairs"
+        self._sweep(slowest)
+        if gpu.wanted(self.plan) and not self.quick:
+            count = self.plan.inventory.total_gpus
+            self.progress(f"nccl-tests on {count} GPU(s): {', '.join(gpu.TESTS)}")
+            self.report.gpu = gpu.run(self.plan, self.major, min(links.values()) if links else None)
+        self.report.seconds = time.monotonic() - started
+        return self.report
+
+    def _ring(self) -> list[tuple[str, str]]:
+        names, index = self.names, self.index
+        ring = {verdict.key(names[i], names[(i + 1) % len(names)]) for i in range(len(names))}
+        return sorted(ring, key=lambda p: (index[p[0]], index[p[1]]))
+
+    def _look_at_nodes(self) -> None:
+        """Each node's cluster interface and rates; whether iperf3 is there to use."""
+        found = network.node_facts(self.plan, self.names)
+        self.report.nodes = {name: found[name].to_dict() for name in self.names}
+        without = [n for n in self.names if "iperf3" not in found[n].tools]
+        if without:
+            self.report.baseline_note = (
+                f"no baseline: iperf3 is not on {', '.join(without)} (`mpicluster up` installs it)"
+            )
+            return
+        self.address = {n: found[n].address or self._host(n) for n in self.names}
+
+    def _host(self, name: str) -> str:
+        return next(node.host for node in self.plan.nodes if node.name == name)
+
+    def _pairs(self, wanted: list[tuple[str, str]], label: str) -> dict:
+        """Each round: its pairs through iperf3 (the baseline), then through MPI."""
         rounds = schedule.rounds(wanted)
-        progress(f"{label}: {len(wanted)} pair(s) in {len(rounds)} round(s) of disjoint pairs")
+        self.progress(f"{label}: {len(wanted)} pair(s) in {len(rounds)} round(s) of disjoint pairs")
+        found: dict = {}
+        for number, group in enumerate(rounds, 1):
+            if self.address:
+                for pair, (gbs, why) in network.measure_round(
+                    self.plan, group, self.address
+                ).items():
+                    self.network[pair] = gbs
+                    if gbs is None:
+                        self.report.baseline_note = f"iperf3 {pair[0]}-{pair[1]}: {why}"
+            found.update(self._mpi_round(group))
+            figures = ", ".join(self._said(pair, found[pair]) for pair in group)
+            self.progress(f"  round {number}/{len(rounds)}: {figures}")
+        return found
+
+    def _said(self, pair, result: dict) -> str:
+        carried = self.network.get(pair)
+        return f"{pair[0]}-{pair[1]} {result['gbs']:.2f} GB/s" + (
+            f" (iperf3 {carried:.2f})" if carried else ""
+        )
+
+    def _mpi_round(self, group: list[tuple[str, str]]) -> dict:
+        """One round of pairs, one mpirun over the round's nodes."""
+        members = [n for n in self.names if any(n in pair for pair in group)]
+        rank = {name: i for i, name in enumerate(members)}
         spec = {
             "mode": "pairs",
-            "rounds": [[[index[a], index[b]] for a, b in group] for group in rounds],
+            "rounds": [[[rank[a], rank[b]] for a, b in group]],
             "bytes": measure.LARGE,
             "iterations": ITERATIONS,
             "small": measure.SMALL,
             "small_iterations": SMALL_ITERATIONS,
         }
-        found = measure.run(plan, names, spec, ROUND_SECONDS * len(rounds), major)
-        report.library = found.get("library", "")
-        return {verdict.key(names[r["pair"][0]], names[r["pair"][1]]): r for r in found["pairs"]}
+        found = measure.run(self.plan, members, spec, ROUND_SECONDS, self.major)
+        self.report.library = found.get("library", "")
+        return {
+            verdict.key(members[r["pair"][0]], members[r["pair"][1]]): r for r in found["pairs"]
+        }
 
-    def baseline(pairs) -> dict | None:
-        """--expect as every pair's baseline (none: the pairs' own median)."""
-        return dict.fromkeys(pairs, expect) if expect else None
-
-    measured = measure_pairs(first, "Point to point")
-    bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
-    suspect = verdict.suspects(bandwidth, baseline(bandwidth))
-    second: dict = {}
-    if suspect and not quick:
-        again = verdict.retests(bandwidth, suspect, names)
-        if again:
-            second = measure_pairs(again, f"Second pass for {len(suspect)} slow pair(s)")
-    bandwidth2 = {pair: r["gbs"] for pair, r in second.items()}
-    everything = {**bandwidth, **bandwidth2}
-    expected = verdict.expected_of(everything, baseline(everything))
-    for results, round_number in ((measured, 1), (second, 2)):
-        for pair, r in results.items():
-            report.pairs.append(
-                PairFigure(
-                    pair,
-                    r["gbs"],
-                    r["latency_us"],
-                    expected[pair],
-                    round_number,
-                    r["gbs"] < verdict.SUSPECT * expected[pair],
-                )
-            )
-    report.flagged = verdict.findings(bandwidth, baseline(everything), bandwidth2)
-    report.expected_gbs = expect or (min(expected.values()) if expected else 0.0)
-    report.expected_source = "--expect" if expect else "median of the pairs"
-    sizes = measure.SWEEP[-1:] if quick else measure.SWEEP
-    progress(f"Allreduce over {len(names)} nodes, {len(sizes)} size(s)")
-    swept = measure.run(plan, names, {"mode": "allreduce", "sizes": sizes}, SWEEP_SECONDS, major)
-    report.allreduce = sweep_figures(swept["sizes"], min(everything.values(), default=0.0))
-    report.seconds = time.monotonic() - started
-    return report
+    def _sweep(self, slowest: float) -> None:
+        sizes = measure.SWEEP[-1:] if self.quick else measure.SWEEP
+        self.progress(f"Allreduce over {len(self.names)} nodes, {len(sizes)} size(s)")
+        spec = {"mode": "allreduce", "sizes": sizes}
+        swept = measure.run(self.plan, self.names, spec, SWEEP_SECONDS, self.major)
+        self.report.allreduce = sweep_figures(swept["sizes"], slowest)
 
 
 def sweep_figures(rows: list[dict], slowest: float) -> list[SizeFigure]:
-    """The allreduce sweep, each size's efficiency against the slowest pair."""
+    """The allreduce sweep, each size's efficiency against the slowest link (its
+    baseline, or its MPI pair where there is none)."""
     return [
         SizeFigure(
             row["bytes"],

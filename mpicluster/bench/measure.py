@@ -19,8 +19,8 @@ PROGRAM = "bench_mpi.py"
 #: The large message of the pairs' bandwidth, and the small one of their latency.
 LARGE = 64 << 20
 SMALL = 8
-#: Allreduce sizes: 8 B to 128 MiB, x4 (13 sizes).
-SWEEP = [8 << (2 * i) for i in range(13)]
+#: Allreduce sizes: 8 B to 128 MiB, x4 (13 sizes), and 256 MiB.
+SWEEP = [*(8 << (2 * i) for i in range(13)), 256 << 20]
 
 
 class MeasureFailed(MpiclusterError):

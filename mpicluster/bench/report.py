@@ -2,15 +2,27 @@
 
     {"schema": 1, "cluster": str, "status": "pass"|"warn"|"fail", "seconds": float,
      "expected": {"gbs": float, "source": "median of the pairs"|"--expect"},
+     "baseline": {"tool": "iperf3 --bidir", "note": str (why there is none, or ""),
+                  "nodes": {name: {"interface": str, "address": str,
+                                   "nic_gbs": float|null, "rdma": {port: float}}}},
+     "efficiency_basis": "iperf3"|"pairs",
      "pairs": [{"nodes": [a, b], "gbs": float, "latency_us": float, "expected": float,
-                "pass": 1|2, "slow": bool}],
+                "pass": 1|2, "slow": bool, "network_gbs": float|null}],
      "allreduce": [{"bytes": int, "algbw_gbs": float, "busbw_gbs": float,
                     "efficiency": float|null, "exact": bool}],
      "flagged": [{"kind": "node"|"link", "nodes": [...], "measured": float,
-                  "expected": float, "why": str}]}
+                  "expected": float, "why": str}],
+     "gpu": [{"test": "all_reduce_perf"|"all_gather_perf"|"sendrecv_perf", "ranks": int,
+              "avg_busbw_gbs": float|null, "problem": str ("" when it ran right),
+              "rows": [{"bytes": int, "busbw_gbs": float, "exact": bool|null,
+                        "efficiency": float|null}]}]   (GPU nodes with nccl-tests),
+     "compared": {"previous": file name|"", "changes": [{"what": str, "before": ...,
+                  "now": ..., "ratio": float|null}]}   (with --compare only)}
 
 Bandwidths in GB/s (10^9 bytes per second) each way; efficiency is the allreduce's bus
-bandwidth over the slowest pair's bandwidth (what a ring allreduce can reach).
+bandwidth over the slowest link's: its iperf3 baseline ("efficiency_basis": "iperf3"),
+or its MPI pair's where no baseline was measured (--quick, no iperf3): what a ring
+allreduce can reach. Fields are only ever added to schema 1.
 """
 
 from __future__ import annotations
@@ -18,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mpicluster import exitcodes
+from mpicluster.bench.gpu import GpuFigure
+from mpicluster.bench.history import Comparison
 from mpicluster.bench.verdict import Finding
 
 SCHEMA = 1
@@ -31,6 +45,7 @@ class PairFigure:
     expected: float
     round: int  # 1: the first pass, 2: the second (a suspect's end with a healthy node)
     slow: bool
+    network_gbs: float | None = None  # iperf3 --bidir each way (None: not measured)
 
     def to_dict(self) -> dict:
         return {
@@ -40,6 +55,7 @@ class PairFigure:
             "expected": round(self.expected, 3),
             "pass": self.round,
             "slow": self.slow,
+            "network_gbs": None if self.network_gbs is None else round(self.network_gbs, 3),
         }
 
 
@@ -71,16 +87,27 @@ class BenchReport:
     allreduce: list[SizeFigure] = field(default_factory=list)
     flagged: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    nodes: dict[str, dict] = field(default_factory=dict)  # NodeNetwork.to_dict() by name
+    baseline_note: str = ""  # why a baseline is missing
+    efficiency_basis: str = "pairs"  # "iperf3": the slowest link's baseline
+    kept: str = ""  # where this run is kept (the state folder)
+    comparison: Comparison | None = None  # with the last run (--compare)
+    written: list[str] = field(default_factory=list)  # --report's files
+    gpu: list[GpuFigure] = field(default_factory=list)  # nccl-tests on GPU nodes
 
     @property
     def status(self) -> str:
-        if self.flagged or any(not s.exact for s in self.allreduce):
+        wrong = any(not s.exact for s in self.allreduce) or any(g.problem for g in self.gpu)
+        if self.flagged or wrong:
             return "fail"
-        return "pass"
+        return "warn" if self.baseline_note else "pass"
 
     @property
     def exit_code(self) -> int:
-        return exitcodes.DOCTOR_FAIL if self.status == "fail" else exitcodes.DOCTOR_PASS
+        return {
+            "fail": exitcodes.DOCTOR_FAIL,
+            "warn": exitcodes.DOCTOR_WARN,
+        }.get(self.status, exitcodes.DOCTOR_PASS)
 
     def to_dict(self) -> dict:
         return {
@@ -90,7 +117,15 @@ class BenchReport:
             "seconds": round(self.seconds, 2),
             "library": self.library,
             "expected": {"gbs": round(self.expected_gbs, 3), "source": self.expected_source},
+            "baseline": {
+                "tool": "iperf3 --bidir",
+                "note": self.baseline_note,
+                "nodes": self.nodes,
+            },
+            "efficiency_basis": self.efficiency_basis,
             "pairs": [p.to_dict() for p in self.pairs],
             "allreduce": [s.to_dict() for s in self.allreduce],
             "flagged": [f.to_dict() for f in self.flagged],
+            "gpu": [g.to_dict() for g in self.gpu],
+            **({"compared": self.comparison.to_dict()} if self.comparison else {}),
         }

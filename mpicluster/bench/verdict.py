@@ -1,8 +1,9 @@
 """From measured pairs to findings: which node, or which link, is slow.
 
-1. A pair is a suspect when its bandwidth is below SUSPECT x the expected figure: the
-   median of the faster half of the pairs, or the link's own baseline (what the network
-   carries without MPI) where that is lower.
+1. A pair is a suspect when its bandwidth is below SUSPECT x the expected figure (the
+   median of the faster half of the pairs, or --expect), or when it carries well less
+   of what the network carries between its ends (iperf3, the baseline) than the other
+   pairs do.
 2. The second pass pairs each end of a suspect with a node whose pairs all passed
    (`retests`): an end that is slow with a healthy partner too is a slow node; a
    suspect both of whose ends are fine with others is a slow link.
@@ -19,6 +20,10 @@ from mpicluster.bench.schedule import Pair
 #: A pair below this fraction of what is expected of it is a suspect ("well below":
 #: pairs measured at once on a busy machine differ by a fifth without any fault).
 SUSPECT = 0.6
+#: A pair whose MPI carries less than this fraction of the share of its network that
+#: MPI carries on the other pairs is a suspect even when its figure is near theirs (a
+#: fast link MPI does not use); two measurements' noise: a wider margin.
+SUSPECT_SHARE = 0.4
 
 
 @dataclass(frozen=True)
@@ -43,25 +48,49 @@ def key(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def expected_of(
-    measured: dict[Pair, float], baseline: dict[Pair, float] | None = None
-) -> dict[Pair, float]:
-    """What each pair is expected to carry: the median of the faster half of the pairs
-    (on 3 nodes one slow node is in 2 of the 3 pairs: the plain median would be its
-    pairs'), or its link's baseline where that is lower."""
+def expected_of(measured: dict[Pair, float], expect: float | None = None) -> dict[Pair, float]:
+    """What each pair is expected to carry: `expect` (the user's --expect), else the
+    median of the faster half of the pairs (on 3 nodes one slow node is in 2 of the 3
+    pairs: the plain median would be its pairs')."""
     if not measured:
         return {}
-    fastest = sorted(measured.values(), reverse=True)
-    median = statistics.median(fastest[: (len(fastest) + 1) // 2])
-    baseline = baseline or {}
-    return {
-        pair: min(median, baseline[pair]) if baseline.get(pair) else median for pair in measured
-    }
+    if expect:
+        return dict.fromkeys(measured, expect)
+    return dict.fromkeys(measured, _upper_median(measured.values()))
 
 
-def suspects(measured: dict[Pair, float], baseline: dict[Pair, float] | None = None) -> list[Pair]:
-    expected = expected_of(measured, baseline)
-    return sorted(p for p, value in measured.items() if value < SUSPECT * expected[p])
+def _upper_median(values) -> float:
+    """The median of the faster half, the higher of two middle values (on 3 nodes with a
+    slow one: the healthy pair's figure, not its mean with a slow pair's)."""
+    fastest = sorted(values, reverse=True)
+    return statistics.median_high(fastest[: (len(fastest) + 1) // 2])
+
+
+def slow(
+    measured: dict[Pair, float],
+    expected: dict[Pair, float],
+    network: dict[Pair, float] | None = None,
+) -> set[Pair]:
+    """The pairs below SUSPECT x what is expected of them, and those where MPI carries
+    well less of what the network carries between them (iperf3) than on the other pairs
+    (a pair whose network is slow too is caught by the first rule: a slow cable or card;
+    the second catches MPI itself going astray on one link)."""
+    found = {p for p, value in measured.items() if value < SUSPECT * expected[p]}
+    # MPI's share of the network, at most all of it (iperf3 and MPI measured a second
+    # apart on a busy node differ by a third either way)
+    share = {p: min(1.0, measured[p] / network[p]) for p in measured if (network or {}).get(p)}
+    if len(share) >= 2:
+        typical = _upper_median(share.values())
+        found |= {p for p, value in share.items() if value < SUSPECT_SHARE * typical}
+    return found
+
+
+def suspects(
+    measured: dict[Pair, float],
+    expect: float | None = None,
+    network: dict[Pair, float] | None = None,
+) -> list[Pair]:
+    return sorted(slow(measured, expected_of(measured, expect), network))
 
 
 def retests(measured: dict[Pair, float], suspect: list[Pair], names: list[str]) -> list[Pair]:
@@ -89,17 +118,18 @@ def retests(measured: dict[Pair, float], suspect: list[Pair], names: list[str]) 
 
 def findings(
     measured: dict[Pair, float],
-    baseline: dict[Pair, float] | None = None,
+    expect: float | None = None,
     second: dict[Pair, float] | None = None,
+    network: dict[Pair, float] | None = None,
 ) -> list[Finding]:
     """Slow nodes and slow links from the first pass (`measured`) and the second
-    (`second`), each with what was measured, what was expected and why."""
+    (`second`), each with what was measured, what was expected and why (`network`: what
+    iperf3 carried on the pairs it measured)."""
     everything = {**measured, **(second or {})}
     if len(everything) < 1:
         return []
-    expected = expected_of(everything, baseline)
-    slow = {p for p, value in everything.items() if value < SUSPECT * expected[p]}
-    suspect = [p for p in sorted(measured) if p in slow]
+    expected = expected_of(everything, expect)
+    too_slow = slow(everything, expected, network)
     nodes: dict[str, list[Pair]] = {}
     for pair in everything:
         for end in pair:
@@ -107,8 +137,9 @@ def findings(
     # a node is slow when every pair it is in is slow, and it was measured with at
     # least two partners (one pair alone cannot tell which end is slow)
     slow_nodes = sorted(
-        n for n, its in nodes.items() if len(its) >= 2 and all(p in slow for p in its)
+        n for n, its in nodes.items() if len(its) >= 2 and all(p in too_slow for p in its)
     )
+    said = _NetworkWords(everything, network or {})
     found: list[Finding] = []
     for node in slow_nodes:
         its = nodes[node]
@@ -121,12 +152,14 @@ def findings(
             if fine
             else ""
         )
-        found.append(Finding("node", (node,), everything[worst], expected[worst], why))
-    for pair in suspect:
+        found.append(
+            Finding("node", (node,), everything[worst], expected[worst], why + said(worst))
+        )
+    for pair in [p for p in sorted(measured) if p in too_slow]:
         if any(end in slow_nodes for end in pair):
             continue
         others = {end: [p for p in nodes[end] if p != pair] for end in pair}
-        if all(others[end] and not any(p in slow for p in others[end]) for end in pair):
+        if all(others[end] and not any(p in too_slow for p in others[end]) for end in pair):
             fast = "; ".join(", ".join(_partners(end, others)) for end in pair)
             why = (
                 f"{pair[0]} and {pair[1]} are each fast with other nodes ({fast}), "
@@ -134,11 +167,34 @@ def findings(
             )
         else:
             why = (
-                f"{pair[0]}-{pair[1]} is below {SUSPECT:.0%} of what is expected; neither end "
-                "was measured fast with another node, so node and link cannot be told apart"
+                f"{pair[0]}-{pair[1]} is slow; neither end was measured fast with another "
+                "node, so node and link cannot be told apart"
             )
-        found.append(Finding("link", pair, everything[pair], expected[pair], why))
+        found.append(Finding("link", pair, everything[pair], expected[pair], why + said(pair)))
     return found
+
+
+class _NetworkWords:
+    """What iperf3 says of a slow pair: the network is slow there too (a cable, a card,
+    a switch port), or it is not and MPI does not use what it carries."""
+
+    def __init__(self, measured: dict[Pair, float], network: dict[Pair, float]):
+        self.measured, self.network = measured, network
+        self.typical = _upper_median(network.values()) if network else 0.0
+
+    def __call__(self, pair: Pair) -> str:
+        carried = self.network.get(pair)
+        if not carried:
+            return ""
+        if carried < SUSPECT * self.typical:
+            return (
+                f"; iperf3 carries {carried:.2f} GB/s there against {self.typical:.2f} "
+                "elsewhere: the network itself is slow, not MPI"
+            )
+        return (
+            f"; iperf3 carries {carried:.2f} GB/s there, as elsewhere: the network is "
+            f"fine, MPI reaches {self.measured[pair] / carried:.0%} of it"
+        )
 
 
 def _partners(end: str, others: dict[str, list[Pair]]) -> list[str]:

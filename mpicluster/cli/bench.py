@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +12,19 @@ from mpicluster.cli.common import InventoryArg, guarded
 from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
+
+CompareOpt = Annotated[
+    bool, typer.Option("--compare", help="Show what changed since the last run of this cluster.")
+]
+ReportOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--report",
+        metavar="DIR",
+        help="Write heatmap.png, busbw.png and index.html there (needs matplotlib).",
+        show_default=False,
+    ),
+]
 
 
 def bench(
@@ -42,23 +56,32 @@ def bench(
         ),
     ] = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Ring pairs and one allreduce size only.")
+        bool, typer.Option("--quick", help="Ring pairs, no baseline, one allreduce size.")
     ] = False,
+    compare: CompareOpt = False,
+    report_dir: ReportOpt = None,
 ) -> None:
-    """Measure the cluster with its own MPI (installs nothing): bandwidth and latency of
-    node pairs in rounds of disjoint pairs, then an allreduce over all nodes from 8 B to
-    128 MiB; a pair well below the others is measured again with healthy nodes, so that a
-    slow node is told from a slow link.
+    """Measure the cluster (installs nothing): node pairs in rounds of disjoint pairs,
+    each through the network alone (iperf3, both ways at once: the baseline) and with the
+    cluster's own MPI (bandwidth and latency), then an allreduce over all nodes from 8 B
+    to 256 MiB; a pair well below the others, or using less of its network than they
+    do, is measured again with healthy nodes, so that a slow node is told from a slow
+    link.
 
-    Exit codes: 0 nothing flagged, 2 a slow node or link (also: bad input, a run that
-    failed), 130 interrupted.
+    Every run is kept in the cluster's state folder (`--compare` reads the last one).
+
+    Exit codes: 0 nothing flagged, 1 no baseline (iperf3 missing), 2 a slow node or link
+    (also: bad input, a run that failed), 130 interrupted.
     """
-    from mpicluster.bench import run_bench
+    from mpicluster.bench import history, plots, run_bench
 
     display = Display(quiet=json_output)
     with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
+        plan = ClusterPlan.of(load_inventory(inventory))
+        if report_dir is not None:
+            plots.check_folder(report_dir)
         report = run_bench(
-            ClusterPlan.of(load_inventory(inventory)),
+            plan,
             nodes=nodes,
             all_pairs=all_pairs,
             seed=seed,
@@ -66,6 +89,12 @@ def bench(
             quick=quick,
             on_progress=display.progress,
         )
+        kept, comparison = history.record(report.to_dict())
+        report.kept = str(kept)
+        if compare:
+            report.comparison = comparison
+        if report_dir is not None:
+            report.written = [str(p) for p in plots.write(report.to_dict(), report_dir)]
         render.show(display, report, as_json=json_output)
         if report.exit_code != exitcodes.DOCTOR_PASS:
             raise typer.Exit(report.exit_code)

@@ -5,15 +5,19 @@ from __future__ import annotations
 from rich.markup import escape
 
 from mpicluster.bench import BenchReport
+from mpicluster.bench.history import NOTABLE
 from mpicluster.render.display import Display
+from mpicluster.util.text import message_size
 
 
-def _size(nbytes: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if nbytes < 1024 or unit == "GiB":
-            return f"{nbytes} {unit}"
-        nbytes //= 1024
-    return f"{nbytes} GiB"
+def _cards(report: BenchReport) -> str:
+    """Each node's cluster interface and the rate its card says (sysfs), RDMA ports."""
+    said = []
+    for name, card in report.nodes.items():
+        rate = "rate unknown" if card.get("nic_gbs") is None else f"{card['nic_gbs']:.2f} GB/s"
+        rdma = "".join(f", {port} {gbs:.1f} GB/s" for port, gbs in card.get("rdma", {}).items())
+        said.append(f"{name} {card.get('interface') or '?'} {rate}{rdma}")
+    return "; ".join(said)
 
 
 def show_bench(display: Display, report: BenchReport) -> None:
@@ -22,6 +26,7 @@ def show_bench(display: Display, report: BenchReport) -> None:
             f"{a}-{b}",
             f"{p.gbs:.2f}",
             f"{p.latency_us:.1f}",
+            "-" if p.network_gbs is None else f"{p.network_gbs:.2f}",
             f"{p.expected:.2f}",
             "slow" if p.slow else "ok",
             "2nd" if p.round == 2 else "",
@@ -31,12 +36,17 @@ def show_bench(display: Display, report: BenchReport) -> None:
     ]
     display.table(
         f"mpicluster bench: {escape(report.cluster)}: point to point (64 MiB both ways at once)",
-        ["pair", "GB/s", "latency us", "expected", "", "pass"],
+        ["pair", "GB/s", "latency us", "iperf3 GB/s", "expected", "", "pass"],
         rows,
     )
+    cards = _cards(report)
+    if cards:
+        display.info(f"cards: {cards}")
+    if report.baseline_note:
+        display.warning(report.baseline_note)
     sweep = [
         [
-            _size(s.bytes),
+            message_size(s.bytes),
             f"{s.algbw_gbs:.3f}",
             f"{s.busbw_gbs:.3f}",
             "-" if s.efficiency is None else f"{s.efficiency:.0%}",
@@ -45,10 +55,17 @@ def show_bench(display: Display, report: BenchReport) -> None:
         for s in report.allreduce
     ]
     display.table(
-        "allreduce over all nodes (efficiency: bus bandwidth / the slowest pair)",
+        "allreduce over all nodes (efficiency: bus bandwidth / the slowest "
+        + ("link's iperf3 baseline)" if report.efficiency_basis == "iperf3" else "pair)"),
         ["size", "algbw GB/s", "busbw GB/s", "efficiency", "result"],
         sweep,
     )
+    if report.gpu:
+        _show_gpu(display, report)
+    if report.comparison is not None:
+        _show_comparison(display, report)
+    for path in report.written:
+        display.info(f"report: {path}")
     for found in report.flagged:
         display.failure(
             f"slow {found.kind} {'-'.join(found.nodes)}: {found.measured:.2f} GB/s, expected "
@@ -60,5 +77,56 @@ def show_bench(display: Display, report: BenchReport) -> None:
     )
     if report.exit_code == 0:
         display.success(line)
+    elif report.status == "warn":
+        display.warning(f"{line} (exit {report.exit_code})")
     else:
         display.failure(f"{line} (exit {report.exit_code})")
+
+
+def _show_comparison(display: Display, report: BenchReport) -> None:
+    comparison = report.comparison
+    if not comparison.previous:
+        display.info("--compare: no earlier run of this cluster is kept: this one is the first")
+        return
+    if not comparison.changes:
+        display.info(
+            f"--compare: nothing moved by more than {NOTABLE:.0%} since {comparison.previous}"
+        )
+        return
+    rows = [
+        [
+            escape(c.what),
+            _value(c.before),
+            _value(c.now),
+            "" if c.ratio is None else f"{c.ratio - 1:+.0%}",
+        ]
+        for c in comparison.changes
+    ]
+    display.table(f"since {comparison.previous}", ["what", "before", "now", "change"], rows)
+
+
+def _value(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else escape(str(value))
+
+
+def _show_gpu(display: Display, report: BenchReport) -> None:
+    rows = []
+    for figure in report.gpu:
+        last = figure.rows[-1] if figure.rows else {}
+        rows.append(
+            [
+                figure.test,
+                str(figure.ranks or "-"),
+                message_size(last["bytes"]) if last else "-",
+                f"{last['busbw_gbs']:.1f}" if last else "-",
+                "-" if last.get("efficiency") is None else f"{last['efficiency']:.0%}",
+                escape(figure.problem) if figure.problem else "exact",
+            ]
+        )
+    display.table(
+        "nccl-tests on the GPU nodes (one rank per GPU; bus bandwidth at the largest size)",
+        ["test", "ranks", "size", "busbw GB/s", "efficiency", "result"],
+        rows,
+    )

@@ -10,6 +10,7 @@ from mpicluster.nodes.ansible_run import PlaybookResult
 from mpicluster.render.display import Display, mark, styled
 from mpicluster.slurm.smoke import SlurmSmoke
 from mpicluster.up.provision import UpResult
+from mpicluster.util.text import message_size
 from mpicluster.verify.smoke import AllreduceResult, GpuSmoke, SmokeReport
 
 TITLES = {
@@ -158,7 +159,7 @@ def _show_allreduce(display: Display, run: AllreduceResult) -> None:
         rows = [
             [
                 r["elements"],
-                _bytes(r["bytes"]),
+                message_size(r["bytes"]),
                 f"{r['seconds'] * 1e3:.3f}",
                 f"{r['algbw_gbs']:.3f}",
                 f"{r['busbw_gbs']:.3f}",
@@ -233,11 +234,3 @@ def _gpu_facts(run: AllreduceResult) -> list[str]:
         loaded = nccl.get("loaded") or "none mapped (linked into PyTorch?)"
         lines.append(f"  NCCL: PyTorch built with {nccl.get('torch_built_with')}, loaded {loaded}")
     return lines
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"

@@ -38,3 +38,12 @@ def json_line(text: str) -> dict | None:
             except json.JSONDecodeError:
                 return None
     return None
+
+
+def message_size(nbytes: float) -> str:
+    """A message's size as benchmarks write it: 8 B, 32 KiB, 256 MiB, 1 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.0f} GiB"

@@ -437,21 +437,30 @@ def test_bench_on_a_healthy_cluster_flags_nothing_and_shows_its_figures(provisio
         ("node2", "node3"),
     ]
     assert all(p["gbs"] > 0.05 and p["latency_us"] > 0 and p["pass"] == 1 for p in report["pairs"])
+    # the baseline: iperf3 (which up installed) on every pair, each node's card found
+    assert all(p["network_gbs"] > 0.05 for p in report["pairs"]), report["pairs"]
+    assert report["efficiency_basis"] == "iperf3" and report["baseline"]["note"] == ""
+    cards = report["baseline"]["nodes"]
+    assert sorted(cards) == ["node1", "node2", "node3"]
+    assert all(
+        c["interface"] == "eth0" and c["address"].startswith("192.168.65.") for c in cards.values()
+    )
     sizes = report["allreduce"]
-    assert [s["bytes"] for s in sizes] == [8 << (2 * i) for i in range(13)]
+    assert [s["bytes"] for s in sizes] == [8 << (2 * i) for i in range(13)] + [256 << 20]
     assert all(s["exact"] for s in sizes) and sizes[-1]["efficiency"] > 0
     assert "Open MPI" in report["library"]
     table = mpicluster("bench", str(inventory), "--quick", timeout=600)
     assert "bench: 3 pair(s)" in table.stdout and "0 flagged" in table.stdout
     # progress on stderr (--json keeps it quiet): the ring of 3 is all 3 pairs
     assert "Point to point: 3 pair(s) in 3 round(s)" in table.stderr
+    assert "round 3/3: " in table.stderr  # live, a line per round
 
 
-def test_bench_names_a_slow_node_as_the_node(provisioned, inventory):
+def test_bench_names_a_slow_node_as_the_node(provisioned, inventory, tmp_path):
     cluster = provisioned
     shape(cluster, "node3")
     try:
-        code, report, _ = bench(inventory)
+        code, report, _ = bench(inventory, "--report", str(tmp_path), "--compare")
     finally:
         unshape(cluster, "node3")
     assert code == 2, report
@@ -459,8 +468,24 @@ def test_bench_names_a_slow_node_as_the_node(provisioned, inventory):
     assert (found["kind"], found["nodes"]) == ("node", ["node3"]), found
     assert found["measured"] < 0.7 * found["expected"]
     assert found["why"].startswith("every pair with node3 is slow"), found
+    assert "the network itself is slow, not MPI" in found["why"], found  # iperf3 says so
     slow = {tuple(p["nodes"]) for p in report["pairs"] if p["slow"]}
     assert slow == {("node1", "node3"), ("node2", "node3")}, report["pairs"]
+    # the report's pictures show it (their data, read back from the PNGs)
+    from PIL import Image
+
+    with Image.open(tmp_path / "heatmap.png") as image:
+        heat = json.loads(image.text["Description"])
+    assert heat["flagged_nodes"] == ["node3"], heat
+    low = heat["gbs"][heat["nodes"].index("node3")]
+    assert max(v for v in low if v is not None) < 0.7 * found["expected"], heat
+    with Image.open(tmp_path / "busbw.png") as image:
+        assert len(json.loads(image.text["Description"])["bytes"]) == 14
+    assert "slow node node3" in (tmp_path / "index.html").read_text()
+    # --compare: against the healthy run kept before, the pairs with node3 fell
+    changes = {c["what"]: c for c in report["compared"]["changes"]}
+    assert report["compared"]["previous"].endswith(".json"), report["compared"]
+    assert changes["node1-node3"]["ratio"] < 0.7 and changes["flagged"]["now"] == "slow node node3"
 
 
 def test_bench_names_a_slow_link_as_the_link_not_either_node(provisioned, inventory):

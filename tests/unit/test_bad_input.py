@@ -131,6 +131,7 @@ CASES = [
     ("bench-expect-zero", ["bench", "{inv}", "--expect", "0"], "error", "--expect 0.0"),
     ("bench-unknown-node", ["bench", "{inv}", "--nodes", "n9"], "error", "'n9': no such node"),
     ("bench-one-node", ["bench", "{inv}"], "error", "two nodes or more"),
+    ("bench-report-a-file", ["bench", "{inv}", "--report", "{inv}"], "error", "not a folder"),
     ("down-node-no-value", ["down", "{inv}", "--node"], "usage", "'--node'"),
     # the inventory argument itself
     ("inventory-is-a-folder", ["validate", "{folder}"], "error", "is a folder"),

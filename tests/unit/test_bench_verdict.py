@@ -81,19 +81,44 @@ def test_a_slow_link_is_told_from_its_nodes_by_the_second_pass():
     assert (found.kind, found.nodes, found.expected) == ("node", ("node1",), 10.0)
 
 
-def test_a_baseline_below_the_median_is_what_a_pair_is_judged_by():
-    bw = everything(NAMES[:3], 10.0)
-    baseline = {p: 10.0 for p in bw}
-    baseline[("node1", "node2")] = 4.0  # the network itself carries only 4 there
+def test_a_pair_whose_network_is_slow_too_is_flagged_and_the_network_is_blamed():
+    bw = everything(NAMES[:4], 10.0)
+    network = {p: 12.0 for p in bw}
+    network[("node1", "node2")] = 4.0  # the cable carries only 4 there, MPI 3.5 of it
     bw[("node1", "node2")] = 3.5
-    assert verdict.suspects(bw, baseline) == []
-    bw[("node1", "node2")] = 2.0
-    (found,) = verdict.findings(bw, baseline)
-    assert (found.kind, found.expected) == ("link", 4.0)
+    assert verdict.suspects(bw, network=network) == [("node1", "node2")]
+    (found,) = verdict.findings(bw, network=network)
+    assert (found.kind, found.nodes, found.measured, found.expected) == (
+        "link",
+        ("node1", "node2"),
+        3.5,
+        10.0,
+    )
+    assert "iperf3 carries 4.00 GB/s there against 12.00 elsewhere" in found.why
+    assert "the network itself is slow, not MPI" in found.why
     assert found.to_dict() == {
         "kind": "link",
         "nodes": ["node1", "node2"],
-        "measured": 2.0,
-        "expected": 4.0,
+        "measured": 3.5,
+        "expected": 10.0,
         "why": found.why,
     }
+
+
+def test_mpi_using_little_of_a_fast_link_is_flagged_though_near_the_median():
+    # the network carries 30 between node1 and node2 and 12 elsewhere; MPI reaches 8 on
+    # that pair (above 0.6 x the median 10) and 10 on the others: the link is suspect
+    bw = everything(NAMES[:4], 10.0)
+    network = {p: 12.0 for p in bw}
+    network[("node1", "node2")] = 30.0
+    bw[("node1", "node2")] = 8.0
+    (found,) = verdict.findings(bw, network=network)
+    assert (found.kind, found.nodes) == ("link", ("node1", "node2"))
+    assert "the network is fine, MPI reaches 27% of it" in found.why
+
+
+def test_expect_overrides_the_median():
+    bw = everything(NAMES[:3], 10.0)
+    assert verdict.suspects(bw, expect=12.0) == []
+    assert verdict.suspects(bw, expect=20.0) == sorted(bw)
+    assert {p: v for p, v in verdict.expected_of(bw, 20.0).items()} == dict.fromkeys(bw, 20.0)

@@ -36,6 +36,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: module:function -> the test in this file that feeds it hostile values.
 REGISTRY = {
+    "mpicluster.bench.gpu:command": "test_bench_gpu_commands_split_back",
+    "mpicluster.bench.gpu:run": "test_bench_gpu_commands_split_back",
+    "mpicluster.bench.network:client_command": "test_bench_iperf_client_keeps_a_hostile_peer_whole",
     "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
     "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
@@ -924,3 +927,58 @@ def test_relay_command_runs_intact_under_sh(tmp_path, marker):
         assert (report["node"], report["ok"], report["error"]) == (value, True, "")
         assert Path(dest).read_bytes() == data
     assert not marker.exists()
+
+
+def test_bench_gpu_commands_split_back(tmp_path, monkeypatch):
+    """nccl-tests' mpirun line under `timeout`: the prefix, interface and program whole."""
+    from mpicluster.bench import gpu
+    from mpicluster.nodes import transport
+
+    text = (
+        "cluster: test\nnetwork: {interface: 'eth0.1@x_y-z'}\n"
+        "stack: {prefix: /opt/a-b.c, install: source}\n"
+        "nodes:\n  - {name: n1, address: 10.0.0.1, gpus: 2}\n  - {name: n2.example-x, gpus: 1}\n"
+    )
+    plan = ClusterPlan.of(inventory(tmp_path, text))
+    commands = []
+
+    def fake_run_on(plan, node, command, **kw):
+        commands.append(command)
+        return transport.RemoteResult(node.name, "", "", 0)
+
+    monkeypatch.setattr(transport, "run_on", fake_run_on)
+    figures = gpu.run(plan, 5, None)
+    assert [f.test for f in figures] == list(gpu.TESTS)
+    assert all(f.problem.endswith("printed no result summary") for f in figures)
+    for test, command in zip(gpu.TESTS, commands, strict=True):
+        words = shlex.split(command)
+        assert words[:5] == [
+            "timeout",
+            "-k",
+            "10",
+            str(gpu.SECONDS),
+            "/opt/a-b.c/current/bin/mpirun",
+        ]
+        assert "eth0.1@x_y-z" in words
+        assert words[-11:] == [f"/opt/a-b.c/current/bin/{test}", *gpu.ARGS]
+
+
+def test_bench_iperf_client_keeps_a_hostile_peer_whole(tmp_path):
+    """iperf3's client loop, run by a real /bin/sh against a stand-in iperf3 that prints
+    its arguments: the peer comes back as one word and nothing else runs."""
+    from mpicluster.bench import network
+
+    fake = tmp_path / "iperf3"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "[%s]" "$a"; done\n')
+    fake.chmod(0o755)
+    peer = "a b;$(touch x)`y`'\""
+    done = subprocess.run(
+        ["/bin/sh", "-c", network.client_command(peer)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        check=True,
+    )
+    assert done.stdout.startswith(f"[-c][{peer}][-p][{network.PORT}][--bidir]")
+    assert not (tmp_path / "x").exists()

@@ -4,7 +4,8 @@ Run as: mpirun ... python bench_mpi.py SPEC_JSON, where SPEC is
   {"mode": "pairs", "rounds": [[[i, j], ...], ...], "bytes": B, "iterations": K,
    "small": b, "small_iterations": k}
     each round's pairs (rank numbers) measure at once: bandwidth with B-byte messages
-    both ways at once (MPI_Sendrecv, K times), latency with b-byte ping-pongs (k times,
+    both ways at once (MPI_Sendrecv, K times, fewer where the link is slow: about a
+    second), latency with b-byte ping-pongs (k times,
     half the round trip); the other ranks wait at the round's barrier;
   {"mode": "allreduce", "sizes": [bytes, ...]}
     MPI_Allreduce of doubles over every rank at each size: algorithm and bus bandwidth.
@@ -38,7 +39,13 @@ def pair_round(comm, pairs, spec):
     first = rank == mine[0]
     nbytes, iterations = spec["bytes"], spec["iterations"]
     send, recv = buffer(nbytes, rank % 251), buffer(nbytes, 0)
+    start = MPI.Wtime()
     comm.Sendrecv(send, partner, 1, recv, partner, 1)  # warm-up: connect, register
+    # about a second of a slow link, not K times its 64 MiB (the warm-up counts its
+    # connection too: an upper bound); the two ends agree on the count
+    took = MPI.Wtime() - start
+    once = max(took, comm.sendrecv(took, partner, 3, None, partner, 3))
+    iterations = max(2, min(iterations, int(1.0 / max(once, 1e-9))))
     start = MPI.Wtime()
     for _ in range(iterations):
         comm.Sendrecv(send, partner, 1, recv, partner, 1)
@@ -100,8 +107,11 @@ def allreduce(comm, spec):
         count = max(1, nbytes // 8)
         send = array("d", [1.0]) * count
         recv = array("d", [0.0]) * count
-        iterations = max(2, min(200, (1 << 26) // max(nbytes, 1)))
+        start = MPI.Wtime()
         comm.Allreduce([send, MPI.DOUBLE], [recv, MPI.DOUBLE], op=MPI.SUM)
+        once = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
+        # 64 MiB's worth (at most 200), and about two seconds where the network is slow
+        iterations = max(1, min(200, (1 << 26) // max(nbytes, 1), int(2.0 / max(once, 1e-9))))
         comm.Barrier()
         start = MPI.Wtime()
         for _ in range(iterations):
