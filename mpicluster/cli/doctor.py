@@ -74,6 +74,14 @@ DeepOpt = Annotated[
         "GiB), not only of the programs and libraries a launch loads.",
     ),
 ]
+PerfOpt = Annotated[
+    bool,
+    typer.Option(
+        "--perf",
+        help="Also measure: bench's quick form (ring pairs over MPI, a 256 MiB allreduce; "
+        "seconds), a slow node or link failing it.",
+    ),
+]
 
 
 def doctor(
@@ -87,6 +95,7 @@ def doctor(
     launch: LaunchOpt = True,
     gpu_diag: GpuDiagOpt = None,
     deep: DeepOpt = False,
+    perf: PerfOpt = False,
 ) -> None:
     """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 
@@ -117,6 +126,7 @@ def doctor(
             launch=launch,
             gpu_diag=gpu_diag,
             deep=deep,
+            perf=perf,
             on_progress=display.progress,
         )
         render.show(display, report, as_json=json_output, fix_hints=fix_hints)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.doctor.model import DoctorReport
+from mpicluster.doctor.model import DoctorReport, Status
 from mpicluster.errors import UsageError
 
 
@@ -41,11 +41,13 @@ def run_doctor(
     launch: bool = True,
     gpu_diag: int | None = None,
     deep: bool = False,
+    perf: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> DoctorReport:
     """`gpu_diag`: also run DCGM's diagnostics at that level on the GPU nodes
-    (gpu_diag.py; never by default). `deep`: the stack check takes the sha256 of every
-    file of the stack, not only of what a launch loads."""
+        (gpu_diag.py; never by default). `deep`: the stack check takes the sha256 of every
+        file of the stack, not only of what a launch loads. `perf`: bench's quick form after
+    the checks (perf.py)."""
     from mpicluster.doctor import gpu_diag as diagnostics
     from mpicluster.doctor.checks import CHECKS
     from mpicluster.doctor.runner import DEFAULT_WORKERS, Options, gather
@@ -71,6 +73,12 @@ def run_doctor(
     )
     found = gather(plan, options, progress)
     reports = [check.run(found) for check in CHECKS if check.name in selected]
+    if perf:
+        from mpicluster.doctor import perf as quick_bench
+
+        launched = next((r for r in reports if r.name == "launch"), None)
+        broken = launched is not None and launched.status == Status.FAIL
+        reports.append(quick_bench.run(plan, progress, broken))
     if gpu_diag is not None:
         reports.append(diagnostics.run(plan, gpu_diag, progress))
     return DoctorReport(plan.cluster, reports, time.monotonic() - started)

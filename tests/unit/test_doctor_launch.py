@@ -298,3 +298,14 @@ def test_two_ranks_on_each_of_two_nodes_is_judged_after_the_whole_cluster():
     )
     [bad] = failures(report)
     assert "one rank per node worked, 2 ranks on each of node1 and node2 did not" in bad.evidence
+
+
+def test_a_slow_launch_across_nodes_points_at_bench():
+    whole = launch("all", "node1", NODES)
+    whole.seconds = 14.0  # each node alone: 0.5 s
+    report = judge(LaunchProof(alone=healthy_alone(), all=whole))
+    (slow,) = [r for r in report.results if r.status == Status.WARN]
+    assert slow.node is None and "14.0 s): slow, each node alone took 0.5 s" in slow.evidence
+    assert "mpicluster doctor --perf" in slow.fix and "mpicluster bench" in slow.fix
+    whole.seconds = 6.0  # under SLOW_LAUNCH: mpirun's own start
+    assert judge(LaunchProof(alone=healthy_alone(), all=whole)).status == Status.PASS

@@ -20,7 +20,7 @@ from mpicluster.doctor.checks import (
 )
 from mpicluster.doctor.checks.common import UP
 from mpicluster.doctor.launch_proof import Launch, LaunchProof
-from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed
+from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
 
 NAME = "launch"
@@ -72,6 +72,12 @@ class Related:
                 if mine or pair:
                     found.append((name, result))
         return found
+
+
+#: A launch across nodes that worked but took SLOW_FACTOR times the slowest launch on
+#: one node, and at least SLOW_LAUNCH seconds, is slow: bench is what says why.
+SLOW_LAUNCH = 10.0
+SLOW_FACTOR = 4
 
 
 def check(g: Gathered) -> CheckReport:
@@ -131,13 +137,22 @@ def _across(proof: LaunchProof, whole: Launch, related: Related) -> list[Result]
     if whole.ok:
         library = next((r.get("library") for r in whole.reports if r.get("mpi")), None)
         what = f"allreduce exact, {library}" if library else "every rank started"
-        return [
-            passed(
-                None,
-                f"mpirun from {whole.head}, one rank on each of {len(whole.hosts)} nodes: "
-                f"{what} ({whole.seconds:.1f} s){_how([whole])}",
-            )
-        ]
+        said = (
+            f"mpirun from {whole.head}, one rank on each of {len(whole.hosts)} nodes: "
+            f"{what} ({whole.seconds:.1f} s){_how([whole])}"
+        )
+        alone = max((x.seconds for x in proof.launches if x.round == "alone"), default=0.0)
+        if whole.seconds > max(SLOW_LAUNCH, SLOW_FACTOR * alone):
+            return [
+                warned(
+                    None,
+                    f"{said}: slow, each node alone took {alone:.1f} s at most",
+                    "what is slow between the nodes, not on them: `mpicluster doctor --perf` "
+                    "measures every node's links in seconds, `mpicluster bench` names the "
+                    "slow node or link (and compares with the network's own rate)",
+                )
+            ]
+        return [passed(None, said)]
     bad = [p for p in proof.pairs if p.head == whole.head and not p.ok]
     if bad:
         return _pairs_failed(proof, whole.head, bad, related)
