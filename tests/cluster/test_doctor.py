@@ -456,6 +456,23 @@ def test_bench_on_a_healthy_cluster_flags_nothing_and_shows_its_figures(provisio
     assert "round 3/3: " in table.stderr  # live, a line per round
 
 
+def test_doctor_perf_measures_the_ring_and_names_a_slow_node(provisioned, inventory):
+    code, report = doctor(inventory, "--perf")
+    assert (code, problems(report)) == (0, set()), json.dumps(report, indent=1)[-4000:]
+    perf = next(c for c in report["checks"] if c["name"] == "perf")
+    (said,) = perf["results"]
+    assert said["evidence"].startswith("3 ring pair(s): "), said
+    assert "allreduce busbw" in said["evidence"], said
+    shape(provisioned, "node2")
+    try:
+        code, report = doctor(inventory, "--perf", "--check", "launch")
+    finally:
+        unshape(provisioned, "node2")
+    assert code == 2 and problems(report) == {("perf", "node2", "fail")}, problems(report)
+    (slow,) = next(c for c in report["checks"] if c["name"] == "perf")["results"]
+    assert "slow node node2" in slow["evidence"] and "mpicluster bench" in slow["fix"], slow
+
+
 def test_bench_names_a_slow_node_as_the_node(provisioned, inventory, tmp_path):
     cluster = provisioned
     shape(cluster, "node3")
