@@ -16,7 +16,7 @@ Each cell is the median of --repeat runs. Prints busbw (GB/s; for 2 ranks busbw 
 algbw: each rank sends and receives the whole buffer's worth once) and its ratio to the
 iperf3 rate each way (the issue's goal: >= 0.5). Tears the cluster down unless --keep.
 
-    .venv/bin/python benchmarks/allreduce_vs_iperf.py [--repeat 3] [--keep] [--no-up]
+    .venv/bin/python benchmarks/allreduce_vs_iperf.py [--repeat 3] [--keep] [--no-up] [--source]
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from mpicluster.cluster.inventory import load_inventory  # noqa: E402
+from mpicluster.cluster.plan import ClusterPlan  # noqa: E402
 from tests.conftest import LocalCluster, inventory_with, mpicluster  # noqa: E402
 
 NAME, SUBNET = "bench-net", "192.168.61.0/24"
@@ -62,6 +64,20 @@ VARIANTS = [
     ("buffers 4 MiB + ring", [*BUFFERS, *RING]),
     ("buffers 4 MiB + links 2 + ring", [*BUFFERS, "--mca", "btl_tcp_links", "2", *RING]),
     ("allreduce: recursive doubling", allreduce_algorithm(3)),
+    ("allreduce: segmented ring", allreduce_algorithm(5)),
+    ("allreduce: rabenseifner", allreduce_algorithm(6)),
+    ("btl_tcp_eager_limit 1 MiB", ["--mca", "btl_tcp_eager_limit", "1048576"]),
+]
+
+#: UCX's TCP transport instead of Open MPI's own (the from-source stack has UCX; its PML
+#: is only chosen by itself where there is RDMA, so it is asked for).
+UCX = ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any", "--mca", "pml_ucx_devices", "any"]
+UCX_TCP = [*UCX, "-x", "UCX_TLS=tcp,self,sm"]
+SEGMENTS = ["-x", "UCX_TCP_TX_SEG_SIZE=4m", "-x", "UCX_TCP_RX_SEG_SIZE=4m"]
+UCX_VARIANTS = [
+    ("pml ucx, UCX_TLS=tcp", UCX_TCP),
+    ("pml ucx, tcp, 4 MiB segments", [*UCX_TCP, *SEGMENTS]),
+    ("pml ucx, tcp, ring", [*UCX_TCP, *RING]),
 ]
 
 
@@ -75,12 +91,12 @@ def iperf_rate(cluster: LocalCluster, seconds: int) -> float:
     return min(sent, received) / 8 / 1e9
 
 
-def allreduce(cluster: LocalCluster, options: list[str]) -> float:
+def allreduce(cluster: LocalCluster, options: list[str], layout) -> float:
     """busbw (GB/s) of a 64 MiB allreduce on 2 ranks, one per node."""
     command = (
-        "mpirun -np 2 --host node1,node2 --mca btl tcp,self "
+        f"{layout.mpi_bin}/mpirun -np 2 --host node1,node2 --mca btl tcp,self "
         + " ".join(options)
-        + f" python3 {SMOKE} {ELEMENTS}"
+        + f" {layout.python} {SMOKE} {ELEMENTS}"
     )
     done = cluster.ssh("node1", command)
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -95,6 +111,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5, help="each iperf3 run")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up")
     parser.add_argument("--no-up", action="store_true", help="use the cluster --keep left")
+    parser.add_argument(
+        "--source",
+        action="store_true",
+        help="the from-source stack (Open MPI 5 with UCX; the default caches, so a warm "
+        "artifact cache installs it without a build) and UCX's TCP transport too",
+    )
     args = parser.parse_args()
     work = Path(tempfile.gettempdir()) / NAME
     work.mkdir(exist_ok=True)
@@ -106,7 +128,8 @@ def main() -> None:
             "local", "up", "--name", NAME, "--nodes", "2", "--subnet", SUBNET,
             "--inventory", str(generated),
         )  # fmt: skip
-        inventory_with(generated, cluster.inventory, stack={"install": "packages"})
+        stack = {"install": "source"} if args.source else {"install": "packages"}
+        inventory_with(generated, cluster.inventory, stack=stack)
         mpicluster("up", str(cluster.inventory), timeout=1800)
     elif not cluster.inventory.exists():
         raise SystemExit(f"--no-up: no cluster from an earlier --keep run ({cluster.inventory})")
@@ -121,8 +144,9 @@ def main() -> None:
         link = statistics.median(rates)
         print(f"iperf3 --bidir, each way: {link:.3f} GB/s (median of {len(rates)})")
         baseline = None
-        for label, options in VARIANTS:
-            runs = [allreduce(cluster, options) for _ in range(args.repeat)]
+        layout = ClusterPlan.of(load_inventory(cluster.inventory)).layout
+        for label, options in VARIANTS + (UCX_VARIANTS if args.source else []):
+            runs = [allreduce(cluster, options, layout) for _ in range(args.repeat)]
             busbw = statistics.median(runs)
             baseline = baseline or busbw
             print(
