@@ -55,7 +55,8 @@ def run_bench(
     quick: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> BenchReport:
-    """`quick`: ring pairs, no baseline, one allreduce size (doctor --perf's form)."""
+    """`quick`: ring pairs, no baseline, one allreduce size, a suspect only measured
+    again (doctor --perf's form)."""
     names = check_options(plan, nodes, expect)
     return _Bench(plan, names, expect, quick, on_progress).run(all_pairs, seed)
 
@@ -70,6 +71,7 @@ class _Bench:
         self.report = BenchReport(plan.cluster)
         self.network: dict = {}  # pair: iperf3's GB/s each way (None: not measured)
         self.address: dict[str, str] = {}
+        self.rdma_ports: dict[str, str] | None = None  # ib_write_bw's, where all have one
 
     def run(self, all_pairs: bool, seed: int | None) -> BenchReport:
         started = time.monotonic()
@@ -82,18 +84,36 @@ class _Bench:
             self._look_at_nodes()
         measured = self._pairs(first, "Point to point")
         bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
-        links = {p: v for p, v in self.network.items() if v}
-        suspect = verdict.suspects(bandwidth, self.expect, links)
+        suspect = verdict.suspects(bandwidth, self.expect, self._links())
         second: dict = {}
-        if suspect and not self.quick:
-            again = verdict.retests(bandwidth, suspect, self.names)
-            if again:
-                second = self._pairs(again, f"Second pass for {len(suspect)} slow pair(s)")
+        if suspect:
+            # each suspect again (once slow may be noise), its ends with healthy nodes
+            others = [] if self.quick else verdict.retests(bandwidth, suspect, self.names)
+            again = suspect + others
+            second = self._pairs(again, f"Second pass for {len(suspect)} slow pair(s)")
+        self._judge(measured, second)
+        links = self._links()
+        slowest = min(links.values()) if links else min(p.gbs for p in self.report.pairs)
+        self.report.efficiency_basis = "baseline" if links else "pairs"
+        self._sweep(slowest)
+        if gpu.wanted(self.plan) and not self.quick:
+            count = self.plan.inventory.total_gpus
+            self.progress(f"nccl-tests on {count} GPU(s): {', '.join(gpu.TESTS)}")
+            self.report.gpu = gpu.run(self.plan, self.major, min(links.values()) if links else None)
+        self.report.seconds = time.monotonic() - started
+        return self.report
+
+    def _links(self) -> dict:
+        """The pairs iperf3 measured, and what it carried."""
+        return {pair: gbs for pair, gbs in self.network.items() if gbs}
+
+    def _judge(self, measured: dict, second: dict) -> None:
+        """Each pair's figure against what is expected of it, and the findings."""
+        bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
         bandwidth2 = {pair: r["gbs"] for pair, r in second.items()}
-        links = {p: v for p, v in self.network.items() if v}
-        everything = {**bandwidth, **bandwidth2}
+        everything = verdict.merged(bandwidth, bandwidth2)
         expected = verdict.expected_of(everything, self.expect)
-        too_slow = verdict.slow(everything, expected, links)
+        too_slow = verdict.slow(everything, expected, self._links())
         for results, round_number in ((measured, 1), (second, 2)):
             for pair, r in results.items():
                 self.report.pairs.append(
@@ -107,18 +127,11 @@ class _Bench:
                         self.network.get(pair),
                     )
                 )
-        self.report.flagged = verdict.findings(bandwidth, self.expect, bandwidth2, links)
+        self.report.flagged = verdict.findings(
+            bandwidth, self.expect, bandwidth2, self._links(), self.report.baseline_tool.split()[0]
+        )
         self.report.expected_gbs = self.expect or (min(expected.values()) if expected else 0.0)
         self.report.expected_source = "--expect" if self.expect else "median of the pairs"
-        slowest = min(links.values()) if links else min(everything.values(), default=0.0)
-        self.report.efficiency_basis = "iperf3" if links else "pairs"
-        self._sweep(slowest)
-        if gpu.wanted(self.plan) and not self.quick:
-            count = self.plan.inventory.total_gpus
-            self.progress(f"nccl-tests on {count} GPU(s): {', '.join(gpu.TESTS)}")
-            self.report.gpu = gpu.run(self.plan, self.major, min(links.values()) if links else None)
-        self.report.seconds = time.monotonic() - started
-        return self.report
 
     def _ring(self) -> list[tuple[str, str]]:
         names, index = self.names, self.index
@@ -136,6 +149,9 @@ class _Bench:
             )
             return
         self.address = {n: found[n].address or self._host(n) for n in self.names}
+        self.rdma_ports = network.rdma_ports(found)
+        if self.rdma_ports:
+            self.report.baseline_tool = "ib_write_bw --bidirectional"
 
     def _host(self, name: str) -> str:
         return next(node.host for node in self.plan.nodes if node.name == name)
@@ -148,11 +164,12 @@ class _Bench:
         for number, group in enumerate(rounds, 1):
             if self.address:
                 for pair, (gbs, why) in network.measure_round(
-                    self.plan, group, self.address
+                    self.plan, group, self.address, self.rdma_ports
                 ).items():
                     self.network[pair] = gbs
                     if gbs is None:
-                        self.report.baseline_note = f"iperf3 {pair[0]}-{pair[1]}: {why}"
+                        tool = self.report.baseline_tool.split()[0]
+                        self.report.baseline_note = f"{tool} {pair[0]}-{pair[1]}: {why}"
             found.update(self._mpi_round(group))
             figures = ", ".join(self._said(pair, found[pair]) for pair in group)
             self.progress(f"  round {number}/{len(rounds)}: {figures}")
@@ -160,8 +177,9 @@ class _Bench:
 
     def _said(self, pair, result: dict) -> str:
         carried = self.network.get(pair)
+        tool = self.report.baseline_tool.split()[0]
         return f"{pair[0]}-{pair[1]} {result['gbs']:.2f} GB/s" + (
-            f" (iperf3 {carried:.2f})" if carried else ""
+            f" ({tool} {carried:.2f})" if carried else ""
         )
 
     def _mpi_round(self, group: list[tuple[str, str]]) -> dict:

@@ -8,7 +8,8 @@ each node's card says it can carry.
 - Each pair through `iperf3 --bidir` (TCP, both directions at once, as an allreduce
   sends and receives at once): one end serves (`iperf3 -s -1`), the other connects; the
   pairs of a round run at the same time. The figure is the slower direction's received
-  rate, in GB/s (10^9 bytes per second).
+  rate, in GB/s (10^9 bytes per second). Where every node has an RDMA port and
+  perftest, `ib_write_bw` instead (rdma.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from mpicluster.bench import rdma
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 
@@ -151,22 +153,36 @@ def parse_iperf(text: str) -> tuple[float | None, str]:
 
 
 def measure_round(
-    plan: ClusterPlan, pairs: list[tuple[str, str]], address: dict[str, str]
+    plan: ClusterPlan,
+    pairs: list[tuple[str, str]],
+    address: dict[str, str],
+    rdma_ports: dict[str, str] | None = None,
 ) -> dict[tuple[str, str], tuple[float | None, str]]:
-    """iperf3 on the pairs of one round at once: (a, b): a connects to b's address."""
+    """The pairs of one round at once: (a, b): a connects to b's address. Through
+    iperf3, or ib_write_bw on each node's RDMA port where `rdma_ports` names them."""
     role = {}
     for a, b in pairs:
-        role[a] = client_command(address[b])
-        role[b] = server_command()
+        if rdma_ports:
+            role[a] = rdma.client_command(rdma_ports[a], address[b])
+            role[b] = rdma.server_command(rdma_ports[b])
+        else:
+            role[a] = client_command(address[b])
+            role[b] = server_command()
     wanted = [n for n in plan.nodes if n.name in role]
     done = transport.run_everywhere(
         plan, lambda node: role[node.name], nodes=wanted, timeout=SECONDS + OMIT + 60
     )
+    parse = rdma.parse if rdma_ports else parse_iperf
     found = {}
     for a, b in pairs:
         result = done[a]
-        if result.error:
-            found[(a, b)] = (None, result.error)
-        else:
-            found[(a, b)] = parse_iperf(result.stdout)
+        found[(a, b)] = (None, result.error) if result.error else parse(result.stdout)
     return found
+
+
+def rdma_ports(found: dict[str, NodeNetwork]) -> dict[str, str] | None:
+    """Each node's first RDMA port where every node has one and ib_write_bw (None:
+    iperf3 measures every pair: TCP works everywhere, a mixed cluster included)."""
+    if all(card.rdma and "ib_write_bw" in card.tools for card in found.values()):
+        return {name: sorted(card.rdma)[0] for name, card in found.items()}
+    return None

@@ -99,8 +99,9 @@ def write(report: dict, folder: Path) -> list[Path]:
     figure, axes = pyplot.subplots(figsize=(7, 4))
     axes.plot(sizes, bus, marker="o", label="allreduce bus bandwidth")
     if slowest:
-        iperf = report.get("efficiency_basis") == "iperf3"
-        said = "slowest link (iperf3)" if iperf else "slowest pair (MPI)"
+        tool = report.get("baseline", {}).get("tool", "iperf3").split()[0]
+        base = report.get("efficiency_basis") == "baseline"
+        said = f"slowest link ({tool})" if base else "slowest pair (MPI)"
         axes.axhline(slowest, color="grey", linestyle="--", label=said)
     axes.set_ylim(bottom=0)
     axes.set_xscale("log", base=2)
@@ -116,7 +117,7 @@ def write(report: dict, folder: Path) -> list[Path]:
 
 
 def _slowest_link(report: dict) -> float | None:
-    key = "network_gbs" if report.get("efficiency_basis") == "iperf3" else "gbs"
+    key = "network_gbs" if report.get("efficiency_basis") == "baseline" else "gbs"
     values = [p[key] for p in report["pairs"] if p.get(key)]
     return min(values) if values else None
 

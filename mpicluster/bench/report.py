@@ -2,10 +2,11 @@
 
     {"schema": 1, "cluster": str, "status": "pass"|"warn"|"fail", "seconds": float,
      "expected": {"gbs": float, "source": "median of the pairs"|"--expect"},
-     "baseline": {"tool": "iperf3 --bidir", "note": str (why there is none, or ""),
+     "baseline": {"tool": "iperf3 --bidir"|"ib_write_bw --bidirectional",
+                  "note": str (why there is none, or ""),
                   "nodes": {name: {"interface": str, "address": str,
                                    "nic_gbs": float|null, "rdma": {port: float}}}},
-     "efficiency_basis": "iperf3"|"pairs",
+     "efficiency_basis": "baseline"|"pairs",
      "pairs": [{"nodes": [a, b], "gbs": float, "latency_us": float, "expected": float,
                 "pass": 1|2, "slow": bool, "network_gbs": float|null}],
      "allreduce": [{"bytes": int, "algbw_gbs": float, "busbw_gbs": float,
@@ -20,7 +21,7 @@
                   "now": ..., "ratio": float|null}]}   (with --compare only)}
 
 Bandwidths in GB/s (10^9 bytes per second) each way; efficiency is the allreduce's bus
-bandwidth over the slowest link's: its iperf3 baseline ("efficiency_basis": "iperf3"),
+bandwidth over the slowest link's: its baseline ("efficiency_basis": "baseline"),
 or its MPI pair's where no baseline was measured (--quick, no iperf3): what a ring
 allreduce can reach. Fields are only ever added to schema 1.
 """
@@ -89,7 +90,8 @@ class BenchReport:
     seconds: float = 0.0
     nodes: dict[str, dict] = field(default_factory=dict)  # NodeNetwork.to_dict() by name
     baseline_note: str = ""  # why a baseline is missing
-    efficiency_basis: str = "pairs"  # "iperf3": the slowest link's baseline
+    baseline_tool: str = "iperf3 --bidir"  # or "ib_write_bw --bidirectional" (RDMA)
+    efficiency_basis: str = "pairs"  # "baseline": the slowest link's iperf3/ib_write_bw
     kept: str = ""  # where this run is kept (the state folder)
     comparison: Comparison | None = None  # with the last run (--compare)
     written: list[str] = field(default_factory=list)  # --report's files
@@ -118,7 +120,7 @@ class BenchReport:
             "library": self.library,
             "expected": {"gbs": round(self.expected_gbs, 3), "source": self.expected_source},
             "baseline": {
-                "tool": "iperf3 --bidir",
+                "tool": self.baseline_tool,
                 "note": self.baseline_note,
                 "nodes": self.nodes,
             },

@@ -4,9 +4,10 @@
    median of the faster half of the pairs, or --expect), or when it carries well less
    of what the network carries between its ends (iperf3, the baseline) than the other
    pairs do.
-2. The second pass pairs each end of a suspect with a node whose pairs all passed
-   (`retests`): an end that is slow with a healthy partner too is a slow node; a
-   suspect both of whose ends are fine with others is a slow link.
+2. The second pass measures each suspect again (slow twice is slow, once is noise) and
+   pairs each of its ends with a node whose pairs all passed (`retests`): an end that is
+   slow with a healthy partner too is a slow node; a suspect both of whose ends are fine
+   with others is a slow link.
 3. `findings` names each: kind (node or link), the nodes, measured, expected, why.
 """
 
@@ -116,16 +117,26 @@ def retests(measured: dict[Pair, float], suspect: list[Pair], names: list[str]) 
     return wanted
 
 
+def merged(measured: dict[Pair, float], second: dict[Pair, float] | None) -> dict[Pair, float]:
+    """Both passes; a suspect measured again counts by its faster figure (slow twice is
+    slow; once is the noise of a busy node)."""
+    found = dict(measured)
+    for pair, value in (second or {}).items():
+        found[pair] = max(value, found.get(pair, value))
+    return found
+
+
 def findings(
     measured: dict[Pair, float],
     expect: float | None = None,
     second: dict[Pair, float] | None = None,
     network: dict[Pair, float] | None = None,
+    tool: str = "iperf3",
 ) -> list[Finding]:
     """Slow nodes and slow links from the first pass (`measured`) and the second
     (`second`), each with what was measured, what was expected and why (`network`: what
-    iperf3 carried on the pairs it measured)."""
-    everything = {**measured, **(second or {})}
+    the baseline's `tool` carried on the pairs it measured)."""
+    everything = merged(measured, second)
     if len(everything) < 1:
         return []
     expected = expected_of(everything, expect)
@@ -139,7 +150,7 @@ def findings(
     slow_nodes = sorted(
         n for n, its in nodes.items() if len(its) >= 2 and all(p in too_slow for p in its)
     )
-    said = _NetworkWords(everything, network or {})
+    said = _NetworkWords(everything, network or {}, tool)
     found: list[Finding] = []
     for node in slow_nodes:
         its = nodes[node]
@@ -175,11 +186,12 @@ def findings(
 
 
 class _NetworkWords:
-    """What iperf3 says of a slow pair: the network is slow there too (a cable, a card,
-    a switch port), or it is not and MPI does not use what it carries."""
+    """What the baseline (iperf3, ib_write_bw) says of a slow pair: the network is slow
+    there too (a cable, a card, a switch port), or it is not and MPI does not use what
+    it carries."""
 
-    def __init__(self, measured: dict[Pair, float], network: dict[Pair, float]):
-        self.measured, self.network = measured, network
+    def __init__(self, measured: dict[Pair, float], network: dict[Pair, float], tool: str):
+        self.measured, self.network, self.tool = measured, network, tool
         self.typical = _upper_median(network.values()) if network else 0.0
 
     def __call__(self, pair: Pair) -> str:
@@ -188,11 +200,11 @@ class _NetworkWords:
             return ""
         if carried < SUSPECT * self.typical:
             return (
-                f"; iperf3 carries {carried:.2f} GB/s there against {self.typical:.2f} "
+                f"; {self.tool} carries {carried:.2f} GB/s there against {self.typical:.2f} "
                 "elsewhere: the network itself is slow, not MPI"
             )
         return (
-            f"; iperf3 carries {carried:.2f} GB/s there, as elsewhere: the network is "
+            f"; {self.tool} carries {carried:.2f} GB/s there, as elsewhere: the network is "
             f"fine, MPI reaches {self.measured[pair] / carried:.0%} of it"
         )
 

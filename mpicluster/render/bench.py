@@ -36,7 +36,15 @@ def show_bench(display: Display, report: BenchReport) -> None:
     ]
     display.table(
         f"mpicluster bench: {escape(report.cluster)}: point to point (64 MiB both ways at once)",
-        ["pair", "GB/s", "latency us", "iperf3 GB/s", "expected", "", "pass"],
+        [
+            "pair",
+            "GB/s",
+            "latency us",
+            f"{report.baseline_tool.split()[0]} GB/s",
+            "expected",
+            "",
+            "pass",
+        ],
         rows,
     )
     cards = _cards(report)
@@ -56,7 +64,11 @@ def show_bench(display: Display, report: BenchReport) -> None:
     ]
     display.table(
         "allreduce over all nodes (efficiency: bus bandwidth / the slowest "
-        + ("link's iperf3 baseline)" if report.efficiency_basis == "iperf3" else "pair)"),
+        + (
+            f"link's {report.baseline_tool.split()[0]} baseline)"
+            if report.efficiency_basis == "baseline"
+            else "pair)"
+        ),
         ["size", "algbw GB/s", "busbw GB/s", "efficiency", "result"],
         sweep,
     )

@@ -439,7 +439,8 @@ def test_bench_on_a_healthy_cluster_flags_nothing_and_shows_its_figures(provisio
     assert all(p["gbs"] > 0.05 and p["latency_us"] > 0 and p["pass"] == 1 for p in report["pairs"])
     # the baseline: iperf3 (which up installed) on every pair, each node's card found
     assert all(p["network_gbs"] > 0.05 for p in report["pairs"]), report["pairs"]
-    assert report["efficiency_basis"] == "iperf3" and report["baseline"]["note"] == ""
+    assert report["efficiency_basis"] == "baseline" and report["baseline"]["note"] == ""
+    assert report["baseline"]["tool"] == "iperf3 --bidir"
     cards = report["baseline"]["nodes"]
     assert sorted(cards) == ["node1", "node2", "node3"]
     assert all(

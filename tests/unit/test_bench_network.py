@@ -4,8 +4,9 @@ JSON report (the shape iperf 3.12 prints, as on the local cluster's Debian 12 no
 from __future__ import annotations
 
 import json
+import shlex
 
-from mpicluster.bench import network
+from mpicluster.bench import network, rdma
 
 FACTS = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
 2: eth0@if41    inet 192.168.74.11/24 brd 192.168.74.255 scope global eth0\\       valid_lft forever
@@ -61,3 +62,63 @@ def test_iperf3s_failure_is_its_own_words():
         None,
         "bash: iperf3: command not found",
     )
+
+
+#: ib_write_bw -b --report_gbits -D 3: the lines its format strings print (perftest's
+#: REPORT_FMT; its peak is 0.00 in duration mode; a tab pair before the message rate).
+IB_WRITE_BW = (
+    " WARNING: BW peak won't be measured in this run.\n"
+    "---------------------------------------------------------------------------------------\n"
+    "                    RDMA_Write Bidirectional BW Test\n"
+    " Dual-port       : OFF\t\tDevice         : mlx5_0\n"
+    "---------------------------------------------------------------------------------------\n"
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+    " 1048576    69790            0.00               195.16\t\t     0.023264\n"
+    "---------------------------------------------------------------------------------------\n"
+)
+
+
+def test_ib_write_bws_bidirectional_sum_is_halved_into_gigabytes_each_way():
+    assert rdma.parse(IB_WRITE_BW) == (195.16 / 2 / 8, "")
+    assert rdma.parse(" Unable to init the socket connection\n") == (
+        None,
+        "Unable to init the socket connection",
+    )
+    mebibytes = IB_WRITE_BW.replace("Gb/sec", "MB/sec")  # no --report_gbits: not ours
+    assert rdma.parse(mebibytes)[0] is None
+
+
+def test_every_node_with_an_rdma_port_and_perftest_measures_with_ib_write_bw():
+    card = network.parse_facts(
+        FACTS + "/usr/bin/ib_write_bw\n", cidr=None, interface=None, own="192.168.74.11"
+    )
+    other = network.parse_facts(FACTS, cidr=None, interface=None, own="192.168.74.11")
+    assert network.rdma_ports({"a": card, "b": card}) == {"a": "mlx5_0:1", "b": "mlx5_0:1"}
+    assert network.rdma_ports({"a": card, "b": other}) is None  # b lacks ib_write_bw
+    words = shlex.split(
+        rdma.client_command("mlx5_0:1", "10.1.0.12").split("out=$(")[1].split(" 2>&1")[0]
+    )
+    assert words[:5] == ["ib_write_bw", "-d", "mlx5_0", "-i", "1"] and words[-1] == "10.1.0.12"
+    assert "-b" in words and "--report_gbits" in words
+
+
+def test_the_rdma_client_tries_again_while_the_server_is_not_listening(tmp_path):
+    """A stand-in ib_write_bw that cannot connect the first time (perftest's words), then
+    prints a result: the loop's output is the second try's."""
+    import subprocess
+
+    fake = tmp_path / "ib_write_bw"
+    fake.write_text(
+        '#!/bin/sh\nif [ ! -e tried ]; then touch tried; echo "Couldn\'t connect to p:18591"; '
+        'exit 1; fi\nprintf "%s" "' + IB_WRITE_BW.replace("\t", " ") + '"\n'
+    )
+    fake.chmod(0o755)
+    done = subprocess.run(
+        ["/bin/sh", "-c", rdma.client_command("mlx5_0:1", "p")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        check=True,
+    )
+    assert rdma.parse(done.stdout) == (195.16 / 2 / 8, "")

@@ -18,7 +18,7 @@ def report(pairs: dict, busbw: float = 0.3, flagged: tuple = (), cluster: str = 
         "seconds": 40.0,
         "library": "Open MPI v4.1.4 <b>",
         "expected": {"gbs": 1.0, "source": "median of the pairs"},
-        "efficiency_basis": "iperf3",
+        "efficiency_basis": "baseline",
         "pairs": [
             {
                 "nodes": list(p),

@@ -122,3 +122,12 @@ def test_expect_overrides_the_median():
     assert verdict.suspects(bw, expect=12.0) == []
     assert verdict.suspects(bw, expect=20.0) == sorted(bw)
     assert {p: v for p, v in verdict.expected_of(bw, 20.0).items()} == dict.fromkeys(bw, 20.0)
+
+
+def test_a_suspect_fast_when_measured_again_was_noise():
+    first = everything(NAMES[:3], 10.0)
+    first[("node1", "node3")] = 4.0  # a busy moment
+    assert verdict.suspects(first) == [("node1", "node3")]
+    assert verdict.findings(first, second={("node1", "node3"): 9.5}) == []
+    (found,) = verdict.findings(first, second={("node1", "node3"): 3.0})  # slow twice
+    assert (found.kind, found.nodes, found.measured) == ("link", ("node1", "node3"), 4.0)

@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -39,6 +40,8 @@ REGISTRY = {
     "mpicluster.bench.gpu:command": "test_bench_gpu_commands_split_back",
     "mpicluster.bench.gpu:run": "test_bench_gpu_commands_split_back",
     "mpicluster.bench.network:client_command": "test_bench_iperf_client_keeps_a_hostile_peer_whole",
+    "mpicluster.bench.rdma:client_command": "test_bench_ib_write_bw_keeps_hostile_words_whole",
+    "mpicluster.bench.rdma:server_command": "test_bench_ib_write_bw_keeps_hostile_words_whole",
     "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
     "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
@@ -815,7 +818,6 @@ def test_sync_fan_out_script_under_sh(tmp_path, marker):
 def test_sync_tree_through_rsync_and_ssh(tmp_path, monkeypatch, marker):
     """`run --sync` end to end here: the real rsync, a stand-in ssh that records its argv
     and runs the remote command with /bin/sh against stand-in mkdir and rsync."""
-    import shutil
 
     from mpicluster.run import sync
 
@@ -982,3 +984,30 @@ def test_bench_iperf_client_keeps_a_hostile_peer_whole(tmp_path):
     )
     assert done.stdout.startswith(f"[-c][{peer}][-p][{network.PORT}][--bidir]")
     assert not (tmp_path / "x").exists()
+
+
+def test_bench_ib_write_bw_keeps_hostile_words_whole(tmp_path):
+    """ib_write_bw's server and client lines, run by a real /bin/sh against a stand-in
+    that prints its arguments: a device named from sysfs and the peer come back whole."""
+    import shutil
+
+    from mpicluster.bench import rdma
+
+    fake = tmp_path / "ib_write_bw"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "[%s]" "$a"; done\n')
+    fake.chmod(0o755)
+    (tmp_path / "timeout").symlink_to(shutil.which("timeout"))
+    port, peer = "mlx5 $(touch x);0:2", "a b;`touch y`'\""
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    client = subprocess.run(
+        ["/bin/sh", "-c", rdma.client_command(port, peer)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
+    )  # fmt: skip
+    assert client.stdout.startswith("[-d][mlx5 $(touch x);0][-i][2][-s][1M]")
+    assert client.stdout.strip().endswith(f"[{peer}]")
+    server = subprocess.run(
+        ["/bin/sh", "-c", rdma.server_command(port)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
+    )  # fmt: skip
+    assert server.returncode == 0
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
