@@ -63,7 +63,11 @@ def measure(inventory: Path, nodes: int, label: str, *args: str) -> None:
     if done.returncode not in (0, 1, 2):
         sys.stderr.write(done.stderr[-3000:])
         raise SystemExit(f"bench {label} failed ({done.returncode})")
-    report = json.loads(done.stdout)
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        sys.stderr.write(done.stderr[-3000:])
+        raise SystemExit(f"bench {label} printed no report ({done.returncode})") from None
     rounds = sum(1 for line in done.stderr.splitlines() if "  round " in line)
     flagged = ", ".join(f"{f['kind']} {'-'.join(f['nodes'])}" for f in report["flagged"])
     last = report["allreduce"][-1]

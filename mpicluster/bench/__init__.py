@@ -158,7 +158,8 @@ class _Bench:
 
     def _pairs(self, wanted: list[tuple[str, str]], label: str) -> dict:
         """Each round: its pairs through iperf3 (the baseline), then through MPI."""
-        rounds = schedule.rounds(wanted)
+        # one name for a pair everywhere: verdict.key's order ("node10" before "node9")
+        rounds = [[verdict.key(a, b) for a, b in group] for group in schedule.rounds(wanted)]
         self.progress(f"{label}: {len(wanted)} pair(s) in {len(rounds)} round(s) of disjoint pairs")
         found: dict = {}
         for number, group in enumerate(rounds, 1):
