@@ -72,6 +72,8 @@ class _Bench:
         self.network: dict = {}  # pair: iperf3's GB/s each way (None: not measured)
         self.address: dict[str, str] = {}
         self.rdma_ports: dict[str, str] | None = None  # ib_write_bw's, where all have one
+        self.round_of: dict = {}  # pair: the round it was (last) measured in
+        self.rounds_done = 0
 
     def run(self, all_pairs: bool, seed: int | None) -> BenchReport:
         started = time.monotonic()
@@ -84,7 +86,7 @@ class _Bench:
             self._look_at_nodes()
         measured = self._pairs(first, "Point to point")
         bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
-        suspect = verdict.suspects(bandwidth, self.expect, self._links())
+        suspect = verdict.suspects(bandwidth, self.expect, self._links(), self.round_of)
         second: dict = {}
         if suspect:
             # each suspect again (once slow may be noise), its ends with healthy nodes
@@ -112,8 +114,8 @@ class _Bench:
         bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
         bandwidth2 = {pair: r["gbs"] for pair, r in second.items()}
         everything = verdict.merged(bandwidth, bandwidth2)
-        expected = verdict.expected_of(everything, self.expect)
-        too_slow = verdict.slow(everything, expected, self._links())
+        expected = verdict.expected_of(everything, self.expect, self.round_of)
+        too_slow = verdict.slow(everything, expected, self._links(), self.round_of)
         for results, round_number in ((measured, 1), (second, 2)):
             for pair, r in results.items():
                 self.report.pairs.append(
@@ -128,7 +130,12 @@ class _Bench:
                     )
                 )
         self.report.flagged = verdict.findings(
-            bandwidth, self.expect, bandwidth2, self._links(), self.report.baseline_tool.split()[0]
+            bandwidth,
+            self.expect,
+            bandwidth2,
+            self._links(),
+            self.report.baseline_tool.split()[0],
+            self.round_of,
         )
         self.report.expected_gbs = self.expect or (min(expected.values()) if expected else 0.0)
         self.report.expected_source = "--expect" if self.expect else "median of the pairs"
@@ -142,6 +149,12 @@ class _Bench:
         """Each node's cluster interface and rates; whether iperf3 is there to use."""
         found = network.node_facts(self.plan, self.names)
         self.report.nodes = {name: found[name].to_dict() for name in self.names}
+        unread = [n for n in self.names if found[n].error]
+        if unread:
+            self.report.baseline_note = (
+                f"no baseline: {unread[0]}'s network could not be read ({found[unread[0]].error})"
+            )
+            return
         without = [n for n in self.names if "iperf3" not in found[n].tools]
         if without:
             self.report.baseline_note = (
@@ -163,6 +176,8 @@ class _Bench:
         self.progress(f"{label}: {len(wanted)} pair(s) in {len(rounds)} round(s) of disjoint pairs")
         found: dict = {}
         for number, group in enumerate(rounds, 1):
+            self.rounds_done += 1
+            self.round_of.update(dict.fromkeys(group, self.rounds_done))
             if self.address:
                 for pair, (gbs, why) in network.measure_round(
                     self.plan, group, self.address, self.rdma_ports

@@ -54,6 +54,7 @@ class NodeNetwork:
     nic_gbs: float | None = None
     rdma: dict[str, float] = field(default_factory=dict)
     tools: list[str] = field(default_factory=list)
+    error: str = ""  # why the node's facts could not be read
 
     def to_dict(self) -> dict:
         return {
@@ -101,19 +102,26 @@ def parse_facts(text: str, *, cidr: str | None, interface: str | None, own: str)
 
 
 def node_facts(plan: ClusterPlan, names: list[str]) -> dict[str, NodeNetwork]:
-    """Each node's NodeNetwork (an empty one where the node did not answer)."""
+    """Each node's NodeNetwork; one that did not answer is asked once more, then has an
+    empty one with the reason in `error`."""
     network = plan.inventory.network
     wanted = [n for n in plan.nodes if n.name in names]
     done = transport.run_everywhere(plan, FACTS, nodes=wanted, timeout=30)
-    return {
-        node.name: parse_facts(
-            done[node.name].stdout if done[node.name].ok else "",
+    again = [n for n in wanted if not done[n.name].ok]
+    if again:
+        done.update(transport.run_everywhere(plan, FACTS, nodes=again, timeout=30))
+    found = {}
+    for node in wanted:
+        result = done[node.name]
+        found[node.name] = parse_facts(
+            result.stdout if result.ok else "",
             cidr=network.cidr if network else None,
             interface=network.interface if network else None,
             own=plan.node_ip(node),
         )
-        for node in wanted
-    }
+        if not result.ok:
+            found[node.name].error = result.error or f"exit {result.exit_code}"
+    return found
 
 
 def server_command() -> str:

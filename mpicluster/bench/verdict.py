@@ -1,9 +1,9 @@
 """From measured pairs to findings: which node, or which link, is slow.
 
 1. A pair is a suspect when its bandwidth is below SUSPECT x the expected figure (the
-   median of the faster half of the pairs, or --expect), or when it carries well less
-   of what the network carries between its ends (iperf3, the baseline) than the other
-   pairs do.
+   median of the faster half of the pairs measured at the same time, or of all pairs,
+   or --expect), or when it carries well less of what the network carries between its
+   ends (iperf3, the baseline) than the other pairs do.
 2. The second pass measures each suspect again (slow twice is slow, once is noise) and
    pairs each of its ends with a node whose pairs all passed (`retests`): an end that is
    slow with a healthy partner too is a slow node; a suspect both of whose ends are fine
@@ -49,15 +49,40 @@ def key(a: str, b: str) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def expected_of(measured: dict[Pair, float], expect: float | None = None) -> dict[Pair, float]:
+def expected_of(
+    measured: dict[Pair, float],
+    expect: float | None = None,
+    rounds: dict[Pair, int] | None = None,
+) -> dict[Pair, float]:
     """What each pair is expected to carry: `expect` (the user's --expect), else the
-    median of the faster half of the pairs (on 3 nodes one slow node is in 2 of the 3
-    pairs: the plain median would be its pairs')."""
+    median of the faster half of the pairs measured at the same time (its round, where
+    it held ROUND_PEERS pairs or more), else of all pairs (on 3 nodes one slow node is
+    in 2 of the 3 pairs: the plain median would be its pairs')."""
     if not measured:
         return {}
     if expect:
         return dict.fromkeys(measured, expect)
-    return dict.fromkeys(measured, _upper_median(measured.values()))
+    return _typical(measured, rounds)
+
+
+#: A round with this many pairs or more is its pairs' own yardstick: pairs measured at
+#: the same moment share what else loads the nodes and the network (many local nodes
+#: on a few cores; a switch busy with other jobs), pairs of other rounds do not.
+ROUND_PEERS = 3
+
+
+def _typical(values: dict[Pair, float], rounds: dict[Pair, int] | None) -> dict[Pair, float]:
+    """Each pair's yardstick: the upper median of its round's values, or of all."""
+    everyone = _upper_median(values.values())
+    by_round: dict[int, list[float]] = {}
+    for pair, value in values.items():
+        if rounds and pair in rounds:
+            by_round.setdefault(rounds[pair], []).append(value)
+    found = {}
+    for pair in values:
+        mates = by_round.get(rounds[pair], []) if rounds and pair in rounds else []
+        found[pair] = _upper_median(mates) if len(mates) >= ROUND_PEERS else everyone
+    return found
 
 
 def _upper_median(values) -> float:
@@ -71,18 +96,19 @@ def slow(
     measured: dict[Pair, float],
     expected: dict[Pair, float],
     network: dict[Pair, float] | None = None,
+    rounds: dict[Pair, int] | None = None,
 ) -> set[Pair]:
     """The pairs below SUSPECT x what is expected of them, and those where MPI carries
     well less of what the network carries between them (iperf3) than on the other pairs
-    (a pair whose network is slow too is caught by the first rule: a slow cable or card;
-    the second catches MPI itself going astray on one link)."""
+    of their round (a pair whose network is slow too is caught by the first rule: a slow
+    cable or card; the second catches MPI itself going astray on one link)."""
     found = {p for p, value in measured.items() if value < SUSPECT * expected[p]}
     # MPI's share of the network, at most all of it (iperf3 and MPI measured a second
     # apart on a busy node differ by a third either way)
     share = {p: min(1.0, measured[p] / network[p]) for p in measured if (network or {}).get(p)}
     if len(share) >= 2:
-        typical = _upper_median(share.values())
-        found |= {p for p, value in share.items() if value < SUSPECT_SHARE * typical}
+        typical = _typical(share, rounds)
+        found |= {p for p, value in share.items() if value < SUSPECT_SHARE * typical[p]}
     return found
 
 
@@ -90,8 +116,9 @@ def suspects(
     measured: dict[Pair, float],
     expect: float | None = None,
     network: dict[Pair, float] | None = None,
+    rounds: dict[Pair, int] | None = None,
 ) -> list[Pair]:
-    return sorted(slow(measured, expected_of(measured, expect), network))
+    return sorted(slow(measured, expected_of(measured, expect, rounds), network, rounds))
 
 
 def retests(measured: dict[Pair, float], suspect: list[Pair], names: list[str]) -> list[Pair]:
@@ -132,6 +159,7 @@ def findings(
     second: dict[Pair, float] | None = None,
     network: dict[Pair, float] | None = None,
     tool: str = "iperf3",
+    rounds: dict[Pair, int] | None = None,
 ) -> list[Finding]:
     """Slow nodes and slow links from the first pass (`measured`) and the second
     (`second`), each with what was measured, what was expected and why (`network`: what
@@ -139,8 +167,8 @@ def findings(
     everything = merged(measured, second)
     if len(everything) < 1:
         return []
-    expected = expected_of(everything, expect)
-    too_slow = slow(everything, expected, network)
+    expected = expected_of(everything, expect, rounds)
+    too_slow = slow(everything, expected, network, rounds)
     nodes: dict[str, list[Pair]] = {}
     for pair in everything:
         for end in pair:

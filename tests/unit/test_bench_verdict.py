@@ -131,3 +131,16 @@ def test_a_suspect_fast_when_measured_again_was_noise():
     assert verdict.findings(first, second={("node1", "node3"): 9.5}) == []
     (found,) = verdict.findings(first, second={("node1", "node3"): 3.0})  # slow twice
     assert (found.kind, found.nodes, found.measured) == ("link", ("node1", "node3"), 4.0)
+
+
+def test_pairs_are_judged_against_the_pairs_measured_at_the_same_time():
+    # many local nodes on a few cores: a round of 6 pairs runs at a third of the speed
+    # of a round of 2; a slow node is slow against its own round, not the quiet one
+    busy = [("a", "b"), ("c", "d"), ("e", "f"), ("g", "h"), ("i", "j"), ("k", "l")]
+    quiet = [("a", "c"), ("b", "d")]
+    measured = {**dict.fromkeys(busy, 1.0), **dict.fromkeys(quiet, 3.0)}
+    rounds = {**dict.fromkeys(busy, 1), **dict.fromkeys(quiet, 2)}
+    assert len(verdict.suspects(measured)) == 6  # against every pair: the busy round
+    assert verdict.suspects(measured, rounds=rounds) == []
+    measured[("k", "l")] = 0.3
+    assert verdict.suspects(measured, rounds=rounds) == [("k", "l")]
