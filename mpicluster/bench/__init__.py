@@ -19,6 +19,7 @@ from mpicluster.bench.report import BenchReport, PairFigure, SizeFigure
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 from mpicluster.nodes import pairs as pair_plan
+from mpicluster.util.text import message_size
 
 __all__ = ["BenchReport", "run_bench"]
 
@@ -28,6 +29,8 @@ SMALL_ITERATIONS = 200
 #: Seconds one mpirun may take: per round of pairs, and for the allreduce sweep.
 ROUND_SECONDS = 60
 SWEEP_SECONDS = 300
+#: Seconds after which the sweep measures no larger size (what it has is reported).
+SWEEP_BUDGET = 90
 
 
 def check_options(plan: ClusterPlan, nodes: list[str] | None, expect: float | None) -> list[str]:
@@ -219,9 +222,15 @@ class _Bench:
     def _sweep(self, slowest: float) -> None:
         sizes = measure.SWEEP[-1:] if self.quick else measure.SWEEP
         self.progress(f"Allreduce over {len(self.names)} nodes, {len(sizes)} size(s)")
-        spec = {"mode": "allreduce", "sizes": sizes}
+        spec = {"mode": "allreduce", "sizes": sizes, "budget": SWEEP_BUDGET}
         swept = measure.run(self.plan, self.names, spec, SWEEP_SECONDS, self.major)
         self.report.allreduce = sweep_figures(swept["sizes"], slowest)
+        if 0 < len(swept["sizes"]) < len(sizes):
+            last = message_size(swept["sizes"][-1]["bytes"])
+            self.report.sweep_note = (
+                f"the allreduce sweep stopped after {last}: {SWEEP_BUDGET} s spent (a slow "
+                "node or link makes the larger sizes take minutes)"
+            )
 
 
 def sweep_figures(rows: list[dict], slowest: float) -> list[SizeFigure]:

@@ -144,10 +144,11 @@ def client_command(peer: str) -> str:
 
 def parse_iperf(text: str) -> tuple[float | None, str]:
     """(GB/s each way, the slower direction; None with iperf3's words when it failed)."""
-    try:
-        report = json.loads(text[text.index("{") :])
+    try:  # the first JSON object: a warning may come before it, or a line after it
+        report, _ = json.JSONDecoder().raw_decode(text[text.index("{") :])
     except ValueError:
-        return None, (text.strip().splitlines() or ["no output"])[-1]
+        said = [line.strip() for line in text.splitlines() if line.strip() and "{" not in line]
+        return None, f"iperf3 printed no report: {said[-1] if said else 'no output'}"
     if report.get("error"):
         return None, str(report["error"])
     end = report.get("end", {})

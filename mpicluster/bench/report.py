@@ -7,6 +7,7 @@
                   "nodes": {name: {"interface": str, "address": str,
                                    "nic_gbs": float|null, "rdma": {port: float}}}},
      "efficiency_basis": "baseline"|"pairs",
+     "sweep_note": str (why the sweep stopped before 256 MiB, or ""),
      "pairs": [{"nodes": [a, b], "gbs": float, "latency_us": float, "expected": float,
                 "pass": 1|2, "slow": bool, "network_gbs": float|null}],
      "allreduce": [{"bytes": int, "algbw_gbs": float, "busbw_gbs": float,
@@ -91,6 +92,7 @@ class BenchReport:
     nodes: dict[str, dict] = field(default_factory=dict)  # NodeNetwork.to_dict() by name
     baseline_note: str = ""  # why a baseline is missing
     baseline_tool: str = "iperf3 --bidir"  # or "ib_write_bw --bidirectional" (RDMA)
+    sweep_note: str = ""  # why the sweep stopped before its largest size
     efficiency_basis: str = "pairs"  # "baseline": the slowest link's iperf3/ib_write_bw
     kept: str = ""  # where this run is kept (the state folder)
     comparison: Comparison | None = None  # with the last run (--compare)
@@ -125,6 +127,7 @@ class BenchReport:
                 "nodes": self.nodes,
             },
             "efficiency_basis": self.efficiency_basis,
+            "sweep_note": self.sweep_note,
             "pairs": [p.to_dict() for p in self.pairs],
             "allreduce": [s.to_dict() for s in self.allreduce],
             "flagged": [f.to_dict() for f in self.flagged],

@@ -25,6 +25,9 @@ SUSPECT = 0.6
 #: MPI carries on the other pairs is a suspect even when its figure is near theirs (a
 #: fast link MPI does not use); two measurements' noise: a wider margin.
 SUSPECT_SHARE = 0.4
+#: A node's second-pass pairs at most: a slow node is in many suspects, and each of its
+#: pairs takes a round of its own.
+RETESTS_PER_NODE = 2
 
 
 @dataclass(frozen=True)
@@ -123,14 +126,18 @@ def suspects(
 
 def retests(measured: dict[Pair, float], suspect: list[Pair], names: list[str]) -> list[Pair]:
     """The second pass: each end of each suspect with a node all of whose pairs passed
-    (a different partner for each end where there are enough), not a pair already
-    measured."""
+    (a different partner for each end where there are enough; at most RETESTS_PER_NODE
+    for one node), not a pair already measured."""
     bad_nodes = {n for pair in suspect for n in pair}
     healthy = [n for n in names if n not in bad_nodes]
     wanted: list[Pair] = []
+    asked: dict[str, int] = {}
     turn = 0
     for pair in suspect:
         for end in pair:
+            if asked.get(end, 0) >= RETESTS_PER_NODE:
+                continue  # a slow node in many suspects: two healthy partners tell
+            asked[end] = asked.get(end, 0) + 1
             for step in range(len(healthy)):
                 partner = healthy[(turn + step) % len(healthy)]
                 candidate = key(end, partner)

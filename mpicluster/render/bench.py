@@ -72,6 +72,8 @@ def show_bench(display: Display, report: BenchReport) -> None:
         ["size", "algbw GB/s", "busbw GB/s", "efficiency", "result"],
         sweep,
     )
+    if report.sweep_note:
+        display.info(report.sweep_note)
     if report.gpu:
         _show_gpu(display, report)
     if report.comparison is not None:

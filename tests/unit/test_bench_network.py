@@ -60,8 +60,10 @@ def test_iperf3s_failure_is_its_own_words():
     assert network.parse_iperf(refused) == (None, "unable to connect to server: Connection refused")
     assert network.parse_iperf("bash: iperf3: command not found\n") == (
         None,
-        "bash: iperf3: command not found",
+        "iperf3 printed no report: bash: iperf3: command not found",
     )
+    trailing = iperf_report(8e9, 6e9) + "\niperf3: interrupt - the client has terminated\n"
+    assert network.parse_iperf("warning: x\n" + trailing) == (0.75, "")
 
 
 #: ib_write_bw -b --report_gbits -D 3: the lines its format strings print (perftest's

@@ -7,8 +7,9 @@ Run as: mpirun ... python bench_mpi.py SPEC_JSON, where SPEC is
     both ways at once (MPI_Sendrecv, K times, fewer where the link is slow: about a
     second), latency with b-byte ping-pongs (k times,
     half the round trip); the other ranks wait at the round's barrier;
-  {"mode": "allreduce", "sizes": [bytes, ...]}
-    MPI_Allreduce of doubles over every rank at each size: algorithm and bus bandwidth.
+  {"mode": "allreduce", "sizes": [bytes, ...], "budget": seconds}
+    MPI_Allreduce of doubles over every rank at each size: algorithm and bus bandwidth;
+    no larger size once the sweep has taken `budget` seconds (a slow node).
 Rank 0 prints one JSON line: {"hosts": [...], "library": ..., "pairs" or "sizes": [...]}.
 Installed on every node with the smoke test's programs.
 """
@@ -19,6 +20,14 @@ import sys
 from array import array
 
 from mpi4py import MPI
+
+#: The pairs' probe (the warm-up, and the rate that sets the large message's count).
+PROBE = 4 << 20
+#: Seconds past which the allreduce sweep measures no larger size (a slow node makes
+#: 256 MiB over 16 nodes take minutes): what was measured is reported.
+SWEEP_BUDGET = 90
+#: A size whose warm-up took this long is measured by it alone.
+SLOW_SIZE = 2.0
 
 
 def buffer(nbytes, fill):
@@ -39,13 +48,17 @@ def pair_round(comm, pairs, spec):
     first = rank == mine[0]
     nbytes, iterations = spec["bytes"], spec["iterations"]
     send, recv = buffer(nbytes, rank % 251), buffer(nbytes, 0)
+    # warm-up (connect, register) and the link's rate with a PROBE-byte message, so
+    # that a slow link gets about a second of the large one, not K times its 64 MiB
+    # (at 100 Mbit/s one is 5 s); the two ends agree on the count
+    probe = min(PROBE, nbytes)
+    out, into = memoryview(send)[:probe], memoryview(recv)[:probe]
+    comm.Sendrecv(out, partner, 1, into, partner, 1)
     start = MPI.Wtime()
-    comm.Sendrecv(send, partner, 1, recv, partner, 1)  # warm-up: connect, register
-    # about a second of a slow link, not K times its 64 MiB (the warm-up counts its
-    # connection too: an upper bound); the two ends agree on the count
-    took = MPI.Wtime() - start
+    comm.Sendrecv(out, partner, 1, into, partner, 1)
+    took = (MPI.Wtime() - start) * nbytes / probe  # the large message at the probe's rate
     once = max(took, comm.sendrecv(took, partner, 3, None, partner, 3))
-    iterations = max(2, min(iterations, int(1.0 / max(once, 1e-9))))
+    iterations = max(1, min(iterations, int(1.0 / max(once, 1e-9))))
     start = MPI.Wtime()
     for _ in range(iterations):
         comm.Sendrecv(send, partner, 1, recv, partner, 1)
@@ -103,20 +116,27 @@ def merge(results):
 def allreduce(comm, spec):
     size = comm.Get_size()
     found = []
+    began = MPI.Wtime()
     for nbytes in spec["sizes"]:
+        if comm.allreduce(MPI.Wtime() - began, op=MPI.MAX) > spec.get("budget", SWEEP_BUDGET):
+            break  # the larger sizes: not measured (rank 0 reports the sizes it has)
         count = max(1, nbytes // 8)
         send = array("d", [1.0]) * count
         recv = array("d", [0.0]) * count
         start = MPI.Wtime()
         comm.Allreduce([send, MPI.DOUBLE], [recv, MPI.DOUBLE], op=MPI.SUM)
         once = comm.allreduce(MPI.Wtime() - start, op=MPI.MAX)
-        # 64 MiB's worth (at most 200), and about two seconds where the network is slow
+        # 64 MiB's worth (at most 200), and about two seconds where the network is slow;
+        # a size whose warm-up took longer than that is measured by its warm-up
         iterations = max(1, min(200, (1 << 26) // max(nbytes, 1), int(2.0 / max(once, 1e-9))))
-        comm.Barrier()
-        start = MPI.Wtime()
-        for _ in range(iterations):
-            comm.Allreduce([send, MPI.DOUBLE], [recv, MPI.DOUBLE], op=MPI.SUM)
-        seconds = comm.allreduce((MPI.Wtime() - start) / iterations, op=MPI.MAX)
+        if once > SLOW_SIZE:
+            iterations, seconds = 0, once
+        else:
+            comm.Barrier()
+            start = MPI.Wtime()
+            for _ in range(iterations):
+                comm.Allreduce([send, MPI.DOUBLE], [recv, MPI.DOUBLE], op=MPI.SUM)
+            seconds = comm.allreduce((MPI.Wtime() - start) / iterations, op=MPI.MAX)
         algbw = 8 * count / seconds / 1e9 if seconds > 0 else 0.0
         found.append(
             {
