@@ -74,8 +74,11 @@ def expected_of(
 ROUND_PEERS = 3
 
 
-def _typical(values: dict[Pair, float], rounds: dict[Pair, int] | None) -> dict[Pair, float]:
-    """Each pair's yardstick: the upper median of its round's values, or of all."""
+def _typical(
+    values: dict[Pair, float], rounds: dict[Pair, int] | None, alone: bool = True
+) -> dict[Pair, float]:
+    """Each pair's yardstick: the upper median of its round's values, or of all (where
+    `alone`; else none: the pair is left out)."""
     everyone = _upper_median(values.values())
     by_round: dict[int, list[float]] = {}
     for pair, value in values.items():
@@ -84,7 +87,10 @@ def _typical(values: dict[Pair, float], rounds: dict[Pair, int] | None) -> dict[
     found = {}
     for pair in values:
         mates = by_round.get(rounds[pair], []) if rounds and pair in rounds else []
-        found[pair] = _upper_median(mates) if len(mates) >= ROUND_PEERS else everyone
+        if len(mates) >= ROUND_PEERS:
+            found[pair] = _upper_median(mates)
+        elif alone:
+            found[pair] = everyone
     return found
 
 
@@ -110,8 +116,13 @@ def slow(
     # apart on a busy node differ by a third either way)
     share = {p: min(1.0, measured[p] / network[p]) for p in measured if (network or {}).get(p)}
     if len(share) >= 2:
-        typical = _typical(share, rounds)
-        found |= {p for p, value in share.items() if value < SUSPECT_SHARE * typical[p]}
+        # against the pairs measured at the same time only, where rounds are known: MPI
+        # (on the CPU) and iperf3 (in the kernel) slow down unalike on a loaded node, so
+        # a quiet round's share is no yardstick for a busy one's
+        typical = _typical(share, rounds, alone=not rounds)
+        found |= {
+            p for p, value in share.items() if p in typical and value < SUSPECT_SHARE * typical[p]
+        }
     return found
 
 
