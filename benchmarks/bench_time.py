@@ -22,44 +22,35 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import inventory_with  # noqa: E402
+from tests.conftest import inventory_with, mpicluster  # noqa: E402
 
 NAME, SUBNET = "bench-time", "192.168.77.0/24"
 
 
-def mpicluster(*args: str, check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
+def timed(*args: str, check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
+    """The real command (the tests' runner) and its wall time."""
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "mpicluster", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    seconds = time.monotonic() - started
-    if check and done.returncode != 0:
-        sys.stderr.write(done.stderr[-3000:])
-        raise SystemExit(f"mpicluster {' '.join(args)} failed ({done.returncode})")
-    return seconds, done
+    done = mpicluster(*args, check=check, timeout=3600)
+    return time.monotonic() - started, done
 
 
 def provision(nodes: int, work: Path) -> Path:
     generated = work / f"generated-{nodes}.yaml"
     mpicluster("local", "down", "--name", NAME, check=False)
-    mpicluster(
+    timed(
         "local", "up", "--name", NAME, "--nodes", str(nodes), "--subnet", SUBNET,
         "--inventory", str(generated),
     )  # fmt: skip
     inventory = inventory_with(
         generated, work / f"bench-{nodes}.yaml", stack={"install": "packages"}
     )
-    seconds, _ = mpicluster("up", str(inventory))
+    seconds, _ = timed("up", str(inventory))
     print(f"{nodes} nodes: up (packages) in {seconds:.0f} s", flush=True)
     return inventory
 
 
 def measure(inventory: Path, nodes: int, label: str, *args: str) -> None:
-    seconds, done = mpicluster("bench", str(inventory), "--json", *args, check=False)
+    seconds, done = timed("bench", str(inventory), "--json", *args, check=False)
     if done.returncode not in (0, 1, 2):
         sys.stderr.write(done.stderr[-3000:])
         raise SystemExit(f"bench {label} failed ({done.returncode})")
