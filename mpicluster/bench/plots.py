@@ -150,6 +150,13 @@ def page(report: dict) -> str:
         f"<td>{'exact' if s['exact'] else 'WRONG'}</td></tr>"
         for s in report["allreduce"]
     )
+    gpu = "".join(
+        f"<tr><td>{e(g['test'])}</td><td>{g['ranks']}</td><td>{message_size(r['bytes'])}</td>"
+        f"<td>{r['busbw_gbs']:.1f}</td><td>{_percent(r['efficiency'])}</td>"
+        f"<td>{'exact' if r['exact'] else 'WRONG' if r['exact'] is False else '-'}</td></tr>"
+        for g in report.get("gpu", [])
+        for r in g["rows"][-1:]
+    )
     title = f"mpicluster bench: {e(report['cluster'])}"
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
@@ -167,8 +174,19 @@ th{{background:#eee}}li b{{color:#b00}}</style></head><body>
 <h2>Allreduce over all nodes</h2>
 <table><tr><th>size</th><th>algbw GB/s</th><th>busbw GB/s</th><th>efficiency</th><th></th></tr>
 {sweep}</table>
+{_gpu_table(gpu)}
 </body></html>
 """
+
+
+def _gpu_table(rows: str) -> str:
+    if not rows:
+        return ""
+    return (
+        "<h2>nccl-tests on the GPU nodes (one rank per GPU, the largest size)</h2>\n"
+        "<table><tr><th>test</th><th>ranks</th><th>size</th><th>busbw GB/s</th>"
+        f"<th>efficiency</th><th></th></tr>{rows}</table>"
+    )
 
 
 def _number(value) -> str:

@@ -94,6 +94,19 @@ def test_the_report_shows_the_flagged_node_in_its_pictures_and_page(tmp_path):
     page = (tmp_path / "index.html").read_text()
     assert "slow node node3" in page and "&lt;slow&gt;" in page and "a&lt;b&gt;" in page
     assert "<slow>" not in page and not list(tmp_path.glob(".*partial"))
+    assert "nccl-tests" not in page  # no GPU nodes
+    data["gpu"] = [
+        {
+            "test": "all_reduce_perf",
+            "ranks": 16,
+            "avg_busbw_gbs": 180.0,
+            "problem": "",
+            "rows": [{"bytes": 256 << 20, "busbw_gbs": 361.2, "exact": True, "efficiency": 0.9}],
+        }
+    ]
+    plots.write(data, tmp_path)
+    page = (tmp_path / "index.html").read_text()
+    assert "<td>all_reduce_perf</td><td>16</td><td>256 MiB</td><td>361.2</td><td>90%</td>" in page
 
 
 def test_a_report_folder_that_is_a_file_is_refused_before_the_run(tmp_path):
