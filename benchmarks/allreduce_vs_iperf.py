@@ -1,6 +1,6 @@
 """MPI allreduce between 2 nodes against what their link carries (`iperf3 --bidir`).
 
-Brings up the local cluster `bench-net` (2 Podman nodes, 192.168.61.0/24), provisions it
+Brings up the local cluster `bench-net` (2 Podman nodes, 192.168.78.0/24), provisions it
 with `mpicluster up` (install: packages: Debian's Open MPI; the TCP transport settings
 are the same in the from-source 5.x), installs iperf3 on both nodes from Debian's
 archive, then, in one run:
@@ -35,7 +35,7 @@ from mpicluster.cluster.inventory import load_inventory  # noqa: E402
 from mpicluster.cluster.plan import ClusterPlan  # noqa: E402
 from tests.conftest import LocalCluster, inventory_with, mpicluster  # noqa: E402
 
-NAME, SUBNET = "bench-net", "192.168.61.0/24"
+NAME, SUBNET = "bench-net", "192.168.78.0/24"
 ELEMENTS = 8388608  # 64 MiB of doubles
 SMOKE = "/etc/mpicluster/smoke/allreduce.py"
 
