@@ -137,7 +137,7 @@ class _Bench:
             self.expect,
             bandwidth2,
             self._links(),
-            self.report.baseline_tool.split()[0],
+            self.report.baseline_program,
             self.round_of,
         )
         self.report.expected_gbs = self.expect or (min(expected.values()) if expected else 0.0)
@@ -187,8 +187,9 @@ class _Bench:
                 ).items():
                     self.network[pair] = gbs
                     if gbs is None:
-                        tool = self.report.baseline_tool.split()[0]
-                        self.report.baseline_note = f"{tool} {pair[0]}-{pair[1]}: {why}"
+                        self.report.baseline_note = (
+                            f"{self.report.baseline_program} {pair[0]}-{pair[1]}: {why}"
+                        )
             found.update(self._mpi_round(group))
             figures = ", ".join(self._said(pair, found[pair]) for pair in group)
             self.progress(f"  round {number}/{len(rounds)}: {figures}")
@@ -196,9 +197,8 @@ class _Bench:
 
     def _said(self, pair, result: dict) -> str:
         carried = self.network.get(pair)
-        tool = self.report.baseline_tool.split()[0]
         return f"{pair[0]}-{pair[1]} {result['gbs']:.2f} GB/s" + (
-            f" ({tool} {carried:.2f})" if carried else ""
+            f" ({self.report.baseline_program} {carried:.2f})" if carried else ""
         )
 
     def _mpi_round(self, group: list[tuple[str, str]]) -> dict:

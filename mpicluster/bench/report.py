@@ -100,6 +100,11 @@ class BenchReport:
     gpu: list[GpuFigure] = field(default_factory=list)  # nccl-tests on GPU nodes
 
     @property
+    def baseline_program(self) -> str:
+        """The baseline's program alone: "iperf3" or "ib_write_bw"."""
+        return self.baseline_tool.split()[0]
+
+    @property
     def status(self) -> str:
         wrong = any(not s.exact for s in self.allreduce) or any(g.problem for g in self.gpu)
         if self.flagged or wrong:

@@ -40,7 +40,7 @@ def show_bench(display: Display, report: BenchReport) -> None:
             "pair",
             "GB/s",
             "latency us",
-            f"{report.baseline_tool.split()[0]} GB/s",
+            f"{report.baseline_program} GB/s",
             "expected",
             "",
             "pass",
@@ -65,7 +65,7 @@ def show_bench(display: Display, report: BenchReport) -> None:
     display.table(
         "allreduce over all nodes (efficiency: bus bandwidth / the slowest "
         + (
-            f"link's {report.baseline_tool.split()[0]} baseline)"
+            f"link's {report.baseline_program} baseline)"
             if report.efficiency_basis == "baseline"
             else "pair)"
         ),
