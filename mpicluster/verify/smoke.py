@@ -8,7 +8,9 @@
     trust from the nodes' files); `--all-pairs` keeps the whole N x N.
 (b) An MPI allreduce across all nodes, launched from the head node with
     `mpirun --hostfile`, exact result checked at several sizes, timings reported
-    (then Horovod's, when the stack has it).
+    (at the same time as (a), and counted only when (a) passed); then Horovod's, when
+    the stack has it (a no-op `up`, whose probes proved the stack unchanged, says it
+    is skipped: `--full` runs it).
 (c) On GPU nodes (a source stack with stack.gpus_present), one rank per GPU:
     nccl-tests' all_reduce_perf, MPI_Allreduce on device memory (the stack's
     CUDA-aware Open MPI) and torch.distributed over NCCL.
@@ -20,6 +22,7 @@ import json
 import re
 import shlex
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -112,6 +115,8 @@ class SmokeReport:
     seed: int | None = None
     #: None without a scheduler.
     slurm: SlurmSmoke | None = None
+    #: Seconds each part took (the ssh env matrix and mpi4py run at once).
+    parts: dict[str, float] = field(default_factory=dict)
 
     @property
     def sampled(self) -> bool:
@@ -143,55 +148,95 @@ class SmokeReport:
             "seed": self.seed,
             "slurm": self.slurm.to_dict() if self.slurm else None,
             "seconds": self.seconds,
+            "parts": self.parts,
         }
 
 
-def run_smoke(plan: ClusterPlan, on_progress=None, *, all_pairs: bool = False) -> SmokeReport:
+#: Why the framework-level runs (Horovod's, torch.distributed's) are left out of a no-op
+#: `up`: the probes proved every node's stack the one these runs passed on.
+UNCHANGED = (
+    "the stack is unchanged since the up that ran it (the probes verified its files by its "
+    "manifest); `mpicluster up --full` or `mpicluster smoke` runs it"
+)
+#: The MPI runs that need more than MPI: a framework on top of it.
+FRAMEWORK_KINDS = ("horovod", "torch")
+
+
+def run_smoke(
+    plan: ClusterPlan, on_progress=None, *, all_pairs: bool = False, frameworks: bool = True
+) -> SmokeReport:
+    """`frameworks` false: Horovod's and torch.distributed's runs are reported skipped
+    (a no-op `up`, whose probes proved the stack unchanged); the rest runs."""
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
     count = len(plan.nodes)
     seed = pairs.seed_for(plan.cluster) if pairs.is_sampled(count, all_pairs) else None
+    parts: dict[str, float] = {}
+    tried, allreduce = _matrix_and_allreduce(plan, progress, seed, parts)
+    horovod = gpu = None
+    if allreduce.ok and plan.layout.install == "source" and plan.inventory.stack.horovod.enabled:
+        if frameworks:
+            progress("Smoke test: Horovod allreduce across all nodes (PyTorch)")
+            horovod = _timed(parts, "horovod", run_allreduce, plan, kind="horovod")
+        else:
+            progress(f"Smoke test: Horovod allreduce skipped: {UNCHANGED}")
+            horovod = AllreduceResult(True, plan.nodes[0].name, "horovod", skipped=UNCHANGED)
+    if plan.inventory.has_gpus:
+        gpu = _timed(parts, "gpu", run_gpu_smoke, plan, allreduce, progress, frameworks)
+    slurm = None
+    if plan.inventory.scheduler:
+        slurm = _timed(parts, "slurm", run_slurm_smoke, plan, progress)
+    report = SmokeReport(
+        [n.name for n in plan.nodes], tried, allreduce, 0.0, horovod, gpu, seed, slurm
+    )
+    report.parts = {part: round(seconds, 1) for part, seconds in parts.items()}
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _timed(parts: dict[str, float], part: str, function, *args, **kwargs):
+    started = time.monotonic()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        parts[part] = time.monotonic() - started
+
+
+def _matrix_and_allreduce(
+    plan: ClusterPlan, progress, seed: int | None, parts: dict[str, float]
+) -> tuple[list[PairResult], AllreduceResult]:
+    """The ssh env matrix and the MPI allreduce, at once (neither waits on the other:
+    the cluster's ssh config bounds how long an mpirun over a broken login can take).
+    A failed matrix leaves the allreduce uncounted, whatever it did: mpirun may start
+    a node whose logins see the wrong PATH (by its prefix) and a user's job may not."""
+    count = len(plan.nodes)
     if seed is not None:
         progress(
             f"Smoke test: ssh env from every node to its ring neighbour, {pairs.PER_NODE - 1} "
             f"sampled nodes and itself ({count} nodes, seed {seed}; --all-pairs for "
-            f"{count}x{count})"
+            f"{count}x{count}), and the MPI allreduce across all nodes (mpi4py), at once"
         )
     else:
-        progress(f"Smoke test: ssh env from every node to every node ({count}x{count})")
-    tried = env_matrix(plan, peer_order([n.name for n in plan.nodes], seed))
-    allreduce = horovod = gpu = None
-    if all(p.ok for p in tried):
-        progress("Smoke test: MPI allreduce across all nodes (mpi4py)")
-        allreduce = run_allreduce(plan)
-        if (
-            allreduce.ok
-            and plan.layout.install == "source"
-            and plan.inventory.stack.horovod.enabled
-        ):
-            progress("Smoke test: Horovod allreduce across all nodes (PyTorch)")
-            horovod = run_allreduce(plan, kind="horovod")
-    else:
-        bad = sum(not p.ok for p in tried)
-        allreduce = AllreduceResult(
-            ok=False,
-            head=plan.nodes[0].name,
-            problem=f"not run: {bad} node pair(s) failed the env check",
-            cause="mpirun needs working ssh and PATH between every pair; fix the matrix first",
+        progress(
+            f"Smoke test: ssh env from every node to every node ({count}x{count}) and the MPI "
+            "allreduce across all nodes (mpi4py), at once"
         )
-    if plan.inventory.has_gpus:
-        gpu = run_gpu_smoke(plan, allreduce, progress)
-    slurm = run_slurm_smoke(plan, progress) if plan.inventory.scheduler else None
-    return SmokeReport(
-        [n.name for n in plan.nodes],
-        tried,
-        allreduce,
-        time.monotonic() - started,
-        horovod,
-        gpu,
-        seed,
-        slurm,
-    )
+    order = peer_order([n.name for n in plan.nodes], seed)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="smoke") as pool:
+        matrix = pool.submit(_timed, parts, "ssh env matrix", env_matrix, plan, order)
+        mpi = pool.submit(_timed, parts, "mpi4py", run_allreduce, plan)
+        tried, allreduce = matrix.result(), mpi.result()
+    bad = sum(not p.ok for p in tried)
+    if bad:
+        did = "passed" if allreduce.ok else f"failed: {allreduce.problem}"
+        allreduce.ok = False
+        allreduce.problem = (
+            f"not counted: {bad} node pair(s) failed the env check (it ran beside it and {did})"
+        )
+        allreduce.cause = (
+            "mpirun needs working ssh and PATH between every pair; fix the matrix first"
+        )
+    return tried, allreduce
 
 
 def peer_order(names: list[str], seed: int | None = None) -> dict[str, list[str]]:
@@ -307,7 +352,9 @@ def gpu_skipped(plan: ClusterPlan, kind: str) -> str:
     return ""
 
 
-def run_gpu_smoke(plan: ClusterPlan, mpi: AllreduceResult | None, progress) -> GpuSmoke:
+def run_gpu_smoke(
+    plan: ClusterPlan, mpi: AllreduceResult | None, progress, frameworks: bool = True
+) -> GpuSmoke:
     reason = gpu_not_run(plan, mpi)
     if reason:
         return GpuSmoke(not_run=reason)
@@ -318,6 +365,9 @@ def run_gpu_smoke(plan: ClusterPlan, mpi: AllreduceResult | None, progress) -> G
         skipped = gpu_skipped(plan, kind) or (
             f"not run: the {hung} run hung (and would again)" if hung else ""
         )
+        if not skipped and not frameworks and kind in FRAMEWORK_KINDS:
+            progress(f"Smoke test: {kind} allreduce skipped: {UNCHANGED}")
+            skipped = UNCHANGED
         if skipped:
             runs.append(AllreduceResult(True, head, kind, skipped=skipped))
             continue

@@ -245,7 +245,12 @@ def test_second_up_builds_and_changes_nothing(build):
     assert "already active on node1, node2, node3" in done.stderr
     result = json.loads(done.stdout)
     assert (result["path"], result["hosts"]) == ("unchanged", {}), result["why"]
-    assert result["smoke"]["ok"] and result["smoke"]["horovod"]["ok"]
+    # The no-op proves MPI (the matrix and mpi4py at once) and says Horovod waits.
+    smoke = result["smoke"]
+    assert smoke["ok"] and smoke["allreduce"]["ok"], smoke
+    assert smoke["horovod"]["skipped"].startswith("the stack is unchanged"), smoke["horovod"]
+    assert set(smoke["parts"]) == {"ssh env matrix", "mpi4py"}, smoke["parts"]
+    assert "Horovod allreduce skipped: the stack is unchanged" in done.stderr
     done = mpicluster("up", str(build["inventory"]), "--json", "--full", check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout)
@@ -254,6 +259,8 @@ def test_second_up_builds_and_changes_nothing(build):
         "node2": 0,
         "node3": 0,
     }
+    horovod = result["smoke"]["horovod"]
+    assert horovod["ok"] and not horovod["skipped"] and horovod["sizes"], horovod
 
 
 def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):

@@ -62,12 +62,17 @@ def walk(root):
     __pycache__ and the build's records; folders are not listed (a missing folder shows
     as its missing files)."""
     found = []
+    root = root.rstrip("/") or "/"
+    skip = len(root) + (0 if root == "/" else 1)
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        # the path below root by slicing: os.path.relpath took 0.34 s of up's 0.6 s
+        # probe on a stack of 21,000 files
+        below = folder[skip:]
         for name in sorted(files) + links:
             full = os.path.join(folder, name)
-            relative = os.path.relpath(full, root)
+            relative = below + "/" + name if below else name
             if relative in NOT_LISTED:
                 continue
             try:
@@ -225,7 +230,8 @@ def verify(root, deep=False, loaded=True):
             problems.append({"path": relative, "what": "changed", "how": ", ".join(found)})
     missing = [relative for relative in expected if relative not in seen]
     report["counts"]["missing"] = len(missing)
-    problems += gone_folders(expected, missing)
+    if missing:
+        problems += gone_folders(expected, missing)
     for problem in problems:
         if problem["what"] != "missing":
             report["counts"][problem["what"]] += 1
