@@ -5,14 +5,21 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test lint docs unit cluster clean
 
+# mpicluster alone (the demo); with the linters, tests and docs tools (everything else)
+$(BIN)/.installed-run: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $@
+	touch $@ $(BIN)/.installed-run
 
 ## demo: bring up the 3-node local cluster and provision it with `mpicluster up`
-demo: $(BIN)/.installed
+demo: $(BIN)/.installed-run
 	$(BIN)/mpicluster local up
 	$(BIN)/mpicluster up inventories/local.yaml
 

@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -81,6 +82,9 @@ class SourceCache:
     def __init__(self, root: Path, mirror: str | None = None):
         self.root = root.expanduser()
         self.mirror = mirror.rstrip("/") if mirror else None
+        #: Files are fetched at once (prepare.fetch); `apt-get source` runs share one
+        #: private apt state (its source list, lists and lock), so they take turns.
+        self._apt_turn = threading.Lock()
 
     def path_for(self, source: Source) -> Path:
         return self.root / source.filename
@@ -144,7 +148,8 @@ class SourceCache:
             progress(f"Downloading {what} with `pip download {origin.requirement}`")
             self._pip_download(origin, source)
         else:
-            self._apt_source(origin, source, progress)
+            with self._apt_turn:
+                self._apt_source(origin, source, progress)
 
     def _download(self, url: str, source: Source) -> None:
         fd, tmp_name = tempfile.mkstemp(

@@ -4,6 +4,7 @@ and the variables the build and install roles read."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from mpicluster.stack.plan import Group, plan
 
 Progress = Callable[[str], None]
 
+#: Downloads at once (sources and wheelhouses).
+FETCH_WORKERS = 6
 #: Horovod 0.28.x files that force C++14 (see the stack_build role's horovod.yml).
 HOROVOD_CXX14_FILES = ["CMakeLists.txt", "horovod/torch/CMakeLists.txt"]
 
@@ -86,17 +89,21 @@ def fetch(
     """Every source and wheelhouse the inventory needs (UCX's where `ucx`), verified, in
     the cache."""
     cache = cache_of(inventory)
-    files = {}
-    for source in sources.needed(inventory, ucx):
-        files[source.component] = cache.ensure(source, progress, offline=offline)
-    houses = {}
     platforms = list(platforms)
     wanted_torch = sources.torch_requirement(inventory)
     wanted = wheels.requirements(inventory.stack.horovod.enabled, wanted_torch)
     wanted += nvml_requirements(inventory, platforms)
-    for platform in platforms:
-        if platform.wheel_target not in houses:
-            houses[platform.wheel_target] = wheels.ensure_wheelhouse(
+    targets = {p.wheel_target: p for p in platforms}
+    # Every download at once: each is a pip or apt-get start and an index's answer
+    # before any bytes (10 s one after the other for a cold demo, 4.5 s at once).
+    with ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="fetch") as pool:
+        pending = {
+            source.component: pool.submit(cache.ensure, source, progress, offline=offline)
+            for source in sources.needed(inventory, ucx)
+        }
+        building = {
+            target: pool.submit(
+                wheels.ensure_wheelhouse,
                 cache.root,
                 platform,
                 wanted,
@@ -104,6 +111,10 @@ def fetch(
                 offline=offline,
                 index_url=inventory.stack.pytorch.index_url if wanted_torch else None,
             )
+            for target, platform in targets.items()
+        }
+        files = {name: future.result() for name, future in pending.items()}
+        houses = {target: future.result() for target, future in building.items()}
     return FetchResult(files, houses)
 
 
@@ -289,6 +300,7 @@ def _delivery_spec(
         # builder has the tree already
         "relay": distribute.tree([n for n in group.install if n != group.builder]),
         "wheelhouse": str(house.path),
+        "wheelhouse_archive": str(wheels.archive(house)),
         "sources": {
             name: {"path": str(files[name]), "filename": source.filename, "version": source.version}
             for name, source in by_name.items()

@@ -51,7 +51,9 @@ def openmpi_configure_args(
 ) -> list[str]:
     """`ucx`: the stack has UCX, installed into `prefix` before Open MPI."""
     major = _major(source)
-    args = [f"--prefix={prefix}"]
+    # a one-time build: no dependency files for a rebuild that never comes (Spack's
+    # default for autotools packages too)
+    args = [f"--prefix={prefix}", "--disable-dependency-tracking"]
     # mpirun passes --prefix to remote daemons, so a node finds Open MPI even when a
     # user's shell setup hides /etc/environment (4.x name, then 5.x's PRRTE name).
     args.append(
@@ -95,6 +97,7 @@ def ucx_configure_args(prefix: str, cuda_home: str | None = None) -> list[str]:
     link libcuda and NVML (ucx_cuda)."""
     return [
         f"--prefix={prefix}",
+        "--disable-dependency-tracking",
         "--without-go",
         "--without-java",
         "--disable-doxygen-doc",

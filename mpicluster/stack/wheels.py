@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
+import tarfile
+import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,6 +122,30 @@ def ensure_wheelhouse(
     files = {p.name: sha256_of(p) for p in sorted(folder.glob("*.whl"))}
     manifest.write_text(json.dumps({"requirements": wanted, "files": files}, indent=2) + "\n")
     return Wheelhouse(folder, tuple(wanted), files)
+
+
+def archive(house: Wheelhouse) -> Path:
+    """The wheelhouse's wheels as one tar beside its folder, named by its digest (made
+    once, renamed into place): the build pushes one file, where Ansible's copy of the
+    folder moved it file by file (20 s for 217 MB on the local cluster, scp 2.6 s).
+    Archives of the folder's older digests are removed."""
+    target = house.path.parent / f".{house.path.name}-{house.digest}.tar"
+    if target.is_file():
+        return target
+    fd, name = tempfile.mkstemp(dir=house.path.parent, prefix=f"{target.name}.", suffix=".part")
+    partial = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w") as tar:
+            for wheel in sorted(house.files):
+                tar.add(house.path / wheel, arcname=wheel, recursive=False)
+        partial.chmod(0o644)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    for older in house.path.parent.glob(f".{house.path.name}-*.tar"):
+        if older != target:
+            older.unlink(missing_ok=True)
+    return target
 
 
 def house_name(platform: Platform, index_url: str | None) -> str:

@@ -159,6 +159,7 @@ def test_openmpi_configure_args_follow_the_series():
     args4 = recipe.openmpi_configure_args(four, "/p", cuda_home=None, fortran=False, extra=[])
     assert args4 == [
         "--prefix=/p",
+        "--disable-dependency-tracking",
         "--enable-mpirun-prefix-by-default",
         "--disable-mpi-fortran",
         "--without-cuda",
@@ -177,6 +178,7 @@ def test_openmpi_configure_args_follow_the_series():
     )
     assert args5 == [
         "--prefix=/p",
+        "--disable-dependency-tracking",
         "--enable-prte-prefix-by-default",
         "--with-cuda=/usr/local/cuda",
         "--with-ucx=/p",
@@ -583,3 +585,30 @@ def test_a_node_whose_stack_differs_from_its_manifest_is_installed_again(tmp_pat
     facts["b"] = active | {"current_files": intact}
     (group,) = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
     assert (group.install, group.repair) == ([], {})
+
+
+def test_the_wheelhouse_travels_as_one_archive_of_its_wheels_named_by_its_digest(tmp_path):
+    import tarfile
+
+    from mpicluster.stack.wheels import archive
+
+    folder = tmp_path / "cp311-x86_64"
+    folder.mkdir()
+    for name, data in (("a-1-py3-none-any.whl", b"a"), ("b-2-py3-none-any.whl", b"bb")):
+        (folder / name).write_bytes(data)
+    (folder / "manifest.json").write_text("{}")
+    (folder / "stray.whl").write_bytes(b"not in the manifest")
+    house = Wheelhouse(
+        folder, ("a", "b"), {"a-1-py3-none-any.whl": "x", "b-2-py3-none-any.whl": "y"}
+    )
+    first = archive(house)
+    assert first.name == f".cp311-x86_64-{house.digest}.tar"
+    with tarfile.open(first) as tar:
+        assert sorted(tar.getnames()) == ["a-1-py3-none-any.whl", "b-2-py3-none-any.whl"]
+        assert tar.extractfile("b-2-py3-none-any.whl").read() == b"bb"
+    assert archive(house) == first and first.stat().st_mode & 0o777 == 0o644
+    (folder / "c-3-py3-none-any.whl").write_bytes(b"c")
+    grown = Wheelhouse(folder, ("a", "b", "c"), {**house.files, "c-3-py3-none-any.whl": "z"})
+    second = archive(grown)
+    assert second != first and second.exists() and not first.exists()
+    assert not list(tmp_path.glob("*.part"))
