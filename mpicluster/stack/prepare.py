@@ -97,24 +97,44 @@ def fetch(
     # Every download at once: each is a pip or apt-get start and an index's answer
     # before any bytes (10 s one after the other for a cold demo, 4.5 s at once).
     with ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="fetch") as pool:
-        pending = {
-            source.component: pool.submit(cache.ensure, source, progress, offline=offline)
-            for source in sources.needed(inventory, ucx)
-        }
-        building = {
-            target: pool.submit(
-                wheels.ensure_wheelhouse,
-                cache.root,
-                platform,
-                wanted,
-                progress,
-                offline=offline,
-                index_url=inventory.stack.pytorch.index_url if wanted_torch else None,
-            )
-            for target, platform in targets.items()
-        }
-        files = {name: future.result() for name, future in pending.items()}
-        houses = {target: future.result() for target, future in building.items()}
+        try:
+            return _fetched(pool, cache, inventory, ucx, targets, wanted, progress, offline)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # the first failure, said at once
+            raise
+
+
+def _fetched(
+    pool: ThreadPoolExecutor,
+    cache: SourceCache,
+    inventory: Inventory,
+    ucx: bool,
+    targets: dict[str, Platform],
+    wanted: list[str],
+    progress: Progress,
+    offline: bool,
+) -> FetchResult:
+    """Every download submitted to `pool`, then each waited for in the lockfile's order
+    (the first failure raised is the first component's)."""
+    index_url = inventory.stack.pytorch.index_url if sources.torch_requirement(inventory) else None
+    pending = {
+        source.component: pool.submit(cache.ensure, source, progress, offline=offline)
+        for source in sources.needed(inventory, ucx)
+    }
+    building = {
+        target: pool.submit(
+            wheels.ensure_wheelhouse,
+            cache.root,
+            platform,
+            wanted,
+            progress,
+            offline=offline,
+            index_url=index_url,
+        )
+        for target, platform in targets.items()
+    }
+    files = {name: future.result() for name, future in pending.items()}
+    houses = {target: future.result() for target, future in building.items()}
     return FetchResult(files, houses)
 
 

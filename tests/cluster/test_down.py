@@ -185,7 +185,7 @@ INTERRUPTIONS = [
     ("[ssh_mesh] Authorize the cluster key", signal.SIGINT, True),
     ("[node_environment] Add /etc/hosts entries", signal.SIGTERM, False),
     ("[hostfiles] Write the hostfiles", signal.SIGTERM, False),
-    ("Smoke test: MPI allreduce", signal.SIGINT, True),
+    ("Smoke test: ssh env from every node", signal.SIGINT, True),  # and the allreduce
 ]
 
 

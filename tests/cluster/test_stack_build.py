@@ -59,7 +59,10 @@ def test_checksum_mismatch_is_refused_and_nothing_installed(build, tmp_path):
     assert done.returncode == 1, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "does not match the pin " + "0" * 64 in last and "nothing was installed" in last
-    assert not empty_cache.exists() or list(empty_cache.iterdir()) == []  # no partial file
+    # no partial file, and nothing of Open MPI's (the others download at the same time:
+    # what they leave is verified)
+    left = sorted(p.name for p in empty_cache.iterdir()) if empty_cache.exists() else []
+    assert not [n for n in left if n.endswith((".part", ".d")) or "openmpi" in n], left
     for node in ("node1", "node2", "node3"):
         assert build["cluster"].ssh(node, f"test -e {PREFIX}", check=False).returncode == 1
 
@@ -249,7 +252,8 @@ def test_second_up_builds_and_changes_nothing(build):
     smoke = result["smoke"]
     assert smoke["ok"] and smoke["allreduce"]["ok"], smoke
     assert smoke["horovod"]["skipped"].startswith("the stack is unchanged"), smoke["horovod"]
-    assert set(smoke["parts"]) == {"ssh env matrix", "mpi4py"}, smoke["parts"]
+    # (the GPU part: its reason not to run, on these --cuda nodes without GPUs)
+    assert set(smoke["parts"]) - {"gpu"} == {"ssh env matrix", "mpi4py"}, smoke["parts"]
     assert "Horovod allreduce skipped: the stack is unchanged" in done.stderr
     done = mpicluster("up", str(build["inventory"]), "--json", "--full", check=False)
     assert done.returncode == 0, done.stderr[-4000:]
