@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,8 +17,10 @@ from mpicluster.errors import UsageError
 from mpicluster.render import Display
 
 if TYPE_CHECKING:
+    from mpicluster.cluster.inventory import Node
     from mpicluster.run.job import HangWatch
     from mpicluster.run.launch import RunOptions
+    from mpicluster.run.setup_step import SetupResult
     from mpicluster.run.sync import SyncResult
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -101,6 +104,26 @@ InspectOpt = Annotated[
         "--inspect", help="Run nothing: show where the ranks of running jobs are (py-spy)."
     ),
 ]
+SetupOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--setup",
+        help="Run this shell command once on every node of the job, from its folder, "
+        "before any rank starts; a node where it fails stops the job.",
+    ),
+]
+CollectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--collect",
+        help="After the job (whatever its exit code), copy this path (relative to the "
+        "job's folder) from its nodes into ~/.local/state/mpicluster/clusters/NAME/jobs/JOB/NODE/.",
+    ),
+]
+CollectFromOpt = Annotated[
+    str,
+    typer.Option("--collect-from", help="all: every node of the job; head: rank 0's only."),
+]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Print the command line on the head; run nothing.")
 ]
@@ -126,6 +149,9 @@ def run(
     hang_timeout: HangTimeoutOpt = None,
     keep_hung: KeepHungOpt = False,
     inspect: InspectOpt = False,
+    setup: SetupOpt = None,
+    collect: CollectOpt = None,
+    collect_from: CollectFromOpt = "all",
     dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -139,6 +165,7 @@ def run(
     with guarded(display):
         inv = load_inventory(inventory)
         via = _judged(inv, via, launcher, hang_timeout, keep_hung, sync, sync_to)
+        steps = _steps(setup, collect, collect_from, via)
         options = _options(
             program, np, per_node, hosts, map_by, env, env_file, torch, launcher, debug, via
         )
@@ -149,8 +176,10 @@ def run(
         synced = _prepared(display, plan, options, sync, sync_to, dry_run=dry_run)
         if synced is not None:
             chdir = chdir or synced.destination
+        if steps.setup and not dry_run:
+            steps.done = _setup(display, plan, options, steps.setup, chdir, synced, json_output)
         watch = _hang_watch(display, plan, options, hang_timeout, keep_hung)
-        _job(display, plan, options, synced, chdir, tag, watch, dry_run, json_output)
+        _job(display, plan, options, synced, chdir, tag, watch, dry_run, json_output, steps)
 
 
 def _judged(
@@ -177,6 +206,61 @@ def _judged(
     if via not in ("mpirun", "slurm"):
         raise UsageError(f"--via {via!r}: one of mpirun, slurm")
     return via
+
+
+@dataclass
+class Steps:
+    """What runs around the job: --setup before it (`done`: how it went), --collect
+    after it."""
+
+    setup: str | None = None
+    collect: str | None = None
+    collect_from: str = "all"
+    done: SetupResult | None = None
+
+
+def _steps(setup: str | None, collect: str | None, collect_from: str, via: str) -> Steps:
+    """--setup and --collect judged before anything reaches a node."""
+    from mpicluster.run.collect import checked_path
+
+    if setup is not None and not setup.strip():
+        raise UsageError("--setup: an empty command")
+    if collect_from not in ("all", "head"):
+        raise UsageError(f"--collect-from {collect_from!r}: one of all, head")
+    if collect_from != "all" and collect is None:
+        raise UsageError("--collect-from needs --collect")
+    if (setup or collect) and via == "slurm":
+        raise UsageError("--setup and --collect run over ssh: use them with --via mpirun")
+    return Steps(setup, checked_path(collect) if collect is not None else None, collect_from)
+
+
+def _job_nodes(plan: ClusterPlan, options: RunOptions) -> list[Node]:
+    chosen = set(options.hosts) if options.hosts else {n.name for n in plan.nodes}
+    return [n for n in plan.nodes if n.name in chosen]
+
+
+def _setup(
+    display: Display,
+    plan: ClusterPlan,
+    options: RunOptions,
+    command: str,
+    cwd: str | None,
+    synced: SyncResult | None,
+    as_json: bool,
+) -> SetupResult:
+    """--setup on every node of the job; where it fails, say so and end with its code."""
+    from mpicluster.render.run import show_setup
+    from mpicluster.run.job import head_node
+    from mpicluster.run.setup_step import run_setup
+
+    head_node(plan, options)  # --hosts judged before any node runs anything
+    nodes = _job_nodes(plan, options)
+    display.progress(f"Setup on {len(nodes)} node(s): {command}")
+    result = run_setup(plan, nodes, command, cwd, lambda n, _, line: display.tagged(n, line))
+    show_setup(display, result, synced, as_json=as_json)
+    if not result.ok:
+        raise typer.Exit(result.exit_code)
+    return result
 
 
 def _options(
@@ -281,10 +365,12 @@ def _job(
     watch: HangWatch | None,
     dry_run: bool,
     as_json: bool,
+    steps: Steps,
 ) -> None:
-    """The job run (SIGTERM stops it as Ctrl-C does), shown; its exit code is ours."""
+    """The job run (SIGTERM stops it as Ctrl-C does), shown, then --collect; its exit
+    code is ours."""
     from mpicluster.render.run import LinePrinter, show_job
-    from mpicluster.run.job import run_job
+    from mpicluster.run.job import head_node, run_job
 
     printer = LinePrinter(tag=tag, stdout_to_stderr=as_json)
     terminate_as_interrupt()
@@ -298,6 +384,22 @@ def _job(
         dry_run=dry_run,
         hang=watch,
     )
-    show_job(display, result, synced, as_json=as_json, dry_run=dry_run)
+    collected = None
+    if steps.collect and not dry_run and result.job_id:
+        from mpicluster.run.collect import collect
+
+        nodes = [head_node(plan, options)] if steps.collect_from == "head" else None
+        nodes = nodes or _job_nodes(plan, options)
+        display.progress(f"Collecting {steps.collect} from {len(nodes)} node(s)")
+        collected = collect(plan, nodes, steps.collect, chdir, result.job_id)
+    show_job(
+        display,
+        result,
+        synced,
+        as_json=as_json,
+        dry_run=dry_run,
+        collected=collected,
+        setup=steps.done,
+    )
     if not dry_run and result.exit_code != 0:
         raise typer.Exit(result.exit_code)

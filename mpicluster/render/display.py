@@ -71,6 +71,11 @@ class Display:
         """Raw program output shown after an error, dimmed, on stderr."""
         self.err.print(escape(text), style="dim")
 
+    def tagged(self, tag: str, line: str) -> None:
+        """A line of a node's output, `[tag] line`, on stderr as it came."""
+        sys.stderr.write(f"[{tag}] {line}\n")
+        sys.stderr.flush()
+
     def text(self, text: str) -> None:
         """Plain text on stdout, exactly as given (a hostfile)."""
         sys.stdout.write(text)

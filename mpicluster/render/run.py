@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 
 from mpicluster.render.display import Display
+from mpicluster.run.collect import Collected
 from mpicluster.run.hang_report import HangReport
 from mpicluster.run.job import JobResult
+from mpicluster.run.setup_step import SetupResult
 from mpicluster.run.sync import SyncResult
 
 
@@ -33,13 +35,61 @@ def show_job(
     *,
     as_json: bool = False,
     dry_run: bool = False,
+    collected: Collected | None = None,
+    setup: SetupResult | None = None,
 ) -> None:
-    """How the job ended (`show_result`), or with `dry_run` the command line it would run
-    on the head (as text, --json or not)."""
+    """How the job ended (`show_result`) and what --collect brought back, or with
+    `dry_run` the command line it would run on the head (as text, --json or not)."""
     if dry_run:
         display.text(result.command + "\n")
         return
-    show_result(display, result, synced, as_json=as_json)
+    if as_json:
+        display.json(
+            result.to_dict()
+            | {
+                "sync": synced.to_dict() if synced else None,
+                "setup": setup.to_dict() if setup else None,
+                "collect": collected.to_dict() if collected else None,
+            }
+        )
+        return
+    if collected is not None:
+        show_collected(display, collected)
+    show_result(display, result, synced)
+
+
+def show_setup(
+    display: Display, result: SetupResult, synced: SyncResult | None, *, as_json: bool
+) -> None:
+    """Where --setup failed, each node in a line (the job did not start); nothing when
+    it passed (its output came tagged)."""
+    if result.ok:
+        return
+    if as_json:
+        display.json(
+            {
+                "ok": False,
+                "exit_code": result.exit_code,
+                "setup": result.to_dict(),
+                "sync": synced.to_dict() if synced else None,
+            }
+        )
+        return
+    for node in result.failed:
+        display.error(f"--setup failed on {node}: {result.why(node)}")
+    display.failure(f"no rank started: the setup failed on {', '.join(result.failed)}")
+
+
+def show_collected(display: Display, collected: Collected) -> None:
+    """What --collect brought back, one line, and each node it could not reach."""
+    got = [n for n, c in collected.nodes.items() if c.ok and not c.missing]
+    missing = [n for n, c in collected.nodes.items() if c.missing]
+    line = f"collected {collected.path} from {len(got)} node(s) into {collected.into}/"
+    if missing:
+        line += f" (not there on {', '.join(missing)})"
+    display.info(line)
+    for node in collected.failed:
+        display.error(f"--collect from {node}: {collected.nodes[node].error}")
 
 
 def show_result(

@@ -74,6 +74,7 @@ class JobResult:
     failed_node: str | None = None
     tail: list[str] = field(default_factory=list)  # the failed rank's last lines
     hang: HangReport | None = None  # the last hang report, when there was one
+    job_id: str = ""  # the launcher's id of the job ("" for a dry run)
 
     @property
     def ok(self) -> bool:
@@ -376,7 +377,7 @@ def _outcome(watch: _Watch, plan: Launch, started: float) -> JobResult:
     elif watch.stopped:
         code = 130
     result = JobResult(code, plan.command(), plan.ranks, time.monotonic() - started, watch.stopped)
-    result.hang = watch.report
+    result.hang, result.job_id = watch.report, watch.job_id
     if code != 0 and not watch.stopped and not watch.hung:
         rank = failed_rank(streams.untagged)
         if rank is None and streams.raised:

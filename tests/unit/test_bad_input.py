@@ -192,6 +192,31 @@ CASES = [
     ),
     ("run-keep-hung-alone", ["run", "{inv}", "--keep-hung", "--", "true"], "error", "--keep-hung"),
     ("run-sync-to-alone", ["run", "{inv}", "--sync-to", "/x", "--", "true"], "error", "--sync-to"),
+    ("run-setup-empty", ["run", "{inv}", "--setup", " ", "--", "true"], "error", "--setup"),
+    (
+        "run-collect-absolute",
+        ["run", "{inv}", "--collect", "/etc", "--", "true"],
+        "error",
+        "--collect /etc: give a path relative to the job's folder",
+    ),
+    (
+        "run-collect-outside",
+        ["run", "{inv}", "--collect", "a/../../b", "--", "true"],
+        "error",
+        "a path outside the job's folder",
+    ),
+    (
+        "run-collect-from-word",
+        ["run", "{inv}", "--collect", "out", "--collect-from", "rank0", "--", "true"],
+        "error",
+        "--collect-from 'rank0': one of all, head",
+    ),
+    (
+        "run-collect-from-alone",
+        ["run", "{inv}", "--collect-from", "head", "--", "true"],
+        "error",
+        "--collect-from needs --collect",
+    ),
     (
         "run-env-unset",
         ["run", "{inv}", "--env", "NOT_SET_ANYWHERE", "--", "true"],

@@ -67,6 +67,8 @@ REGISTRY = {
     "mpicluster.slurm.facts:gather": "test_slurm_commands_split_back",
     "mpicluster.run.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
     "mpicluster.run.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
+    "mpicluster.run.setup_step:node_command": "test_setup_runs_the_command_and_folder_intact",
+    "mpicluster.run.collect:_one": "test_collect_brings_back_a_hostile_path_through_rsync",
     "mpicluster.bench.measure:mpi_major": "test_bench_commands_split_back",
     "mpicluster.bench.measure:command": "test_bench_commands_split_back",
     "mpicluster.bench.measure:run": "test_bench_commands_split_back",
@@ -1011,3 +1013,76 @@ def test_bench_ib_write_bw_keeps_hostile_words_whole(tmp_path):
     )  # fmt: skip
     assert server.returncode == 0
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_setup_runs_the_command_and_folder_intact(tmp_path, marker):
+    """--setup's line for a node, run by /bin/sh as sshd would: the command reaches bash
+    whole and runs from the job's folder, whatever either holds."""
+    from mpicluster.run.setup_step import node_command
+
+    show = 'printf "%s\\0" "$(pwd)"'
+    for value in hostile(marker):
+        folder = value.replace("\n", "_") or None
+        if folder:
+            (tmp_path / "home" / folder).mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["/bin/sh", "-c", node_command(show, folder)],
+            cwd=tmp_path / "home" if (tmp_path / "home").exists() else tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, (value, done.stderr)
+        if folder:
+            assert done.stdout.split("\0")[0] == str(tmp_path / "home" / folder), value
+        if not value:
+            continue
+        # the value as the command: bash gets it as one word (a command of that name)
+        done = subprocess.run(
+            ["/bin/sh", "-c", node_command(f"printf %s {shlex.quote(value)}", None)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, value), value
+
+
+def test_collect_brings_back_a_hostile_path_through_rsync(tmp_path, monkeypatch, marker):
+    """--collect end to end here: the real rsync both ends, a stand-in ssh that runs the
+    far end's command in a stand-in home; a file of a hostile name comes back whole."""
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.run import collect as collecting
+
+    if shutil.which("rsync") is None:
+        pytest.skip("rsync is not installed")
+    home = tmp_path / "home"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(
+        f"#!{sys.executable}\nimport subprocess, sys\n"
+        "at = sys.argv.index('127.0.0.1')\n"
+        "far = ' '.join(sys.argv[at + 1:])\n"
+        f"sys.exit(subprocess.call(['/bin/sh', '-c', far], cwd={str(home)!r}))\n"
+    )
+    (bin_dir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    inv = inventory(
+        tmp_path,
+        "cluster: test\nssh: {user: alice}\nnodes:\n  - {name: n1, address: 127.0.0.1}\n",
+    )
+    plan = ClusterPlan.of(inv)
+    for index, value in enumerate(v for v in hostile(marker) if v and "/" not in v):
+        if "\n" in value:
+            with pytest.raises(collecting.UsageError, match="--collect: not a path"):
+                collecting.checked_path(value)
+            continue
+        job = f"job{index}"
+        (home / "run" / value).mkdir(parents=True, exist_ok=True)
+        (home / "run" / value / "metrics.txt").write_text(value)
+        got = collecting.collect(plan, plan.nodes, collecting.checked_path(value), "run", job)
+        assert got.nodes["n1"].ok and not got.nodes["n1"].missing, (value, got)
+        back = collecting.jobs_dir("test", job) / "n1" / value / "metrics.txt"
+        assert back.read_text() == value
+    got = collecting.collect(plan, plan.nodes, "not-there", "run", "gone")
+    assert got.nodes["n1"].missing and got.nodes["n1"].ok

@@ -1,0 +1,35 @@
+"""`run --setup` and `--collect`: their pure parts (the cluster test runs them)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_setup_result_names_the_failed_nodes_and_takes_the_first_ones_code():
+    from mpicluster.run.setup_step import SetupResult
+
+    result = SetupResult("pip install -r r.txt")
+    result.exits = {"n1": 0, "n2": 3, "n3": None}
+    result.errors = {"n3": "connection refused"}
+    result.last = {"n2": "ERROR: No matching distribution found for nope"}
+    assert (result.ok, result.failed, result.exit_code) == (False, ["n2", "n3"], 3)
+    assert result.why("n2") == "exit 3: ERROR: No matching distribution found for nope"
+    assert result.why("n3") == "could not run it: connection refused"
+    only_unreached = SetupResult("x", exits={"n1": None}, errors={"n1": "timed out"})
+    assert only_unreached.exit_code == 1
+    assert SetupResult("x", exits={"n1": 0}).exit_code == 0
+
+
+def test_collect_paths_stay_inside_the_jobs_folder():
+    from mpicluster.errors import UsageError
+    from mpicluster.run.collect import checked_path, remote_source
+
+    assert checked_path("results/") == "results"
+    assert checked_path("./logs/*.txt") == "logs/*.txt"
+    assert checked_path("a/../b") == "b"
+    for bad in ("/etc/passwd", "..", "../x", "a/../../x", "", " ", "a\nb"):
+        with pytest.raises(UsageError):
+            checked_path(bad)
+    assert remote_source("out", None) == "out"
+    assert remote_source("out", "mpicluster-run/proj") == "mpicluster-run/proj/out"
+    assert remote_source("out", "/scratch/j") == "/scratch/j/out"
