@@ -17,7 +17,6 @@ from mpicluster.errors import UsageError
 from mpicluster.render import Display
 
 if TYPE_CHECKING:
-    from mpicluster.cluster.inventory import Node
     from mpicluster.run.job import HangWatch
     from mpicluster.run.launch import RunOptions
     from mpicluster.run.setup_step import SetupResult
@@ -234,11 +233,6 @@ def _steps(setup: str | None, collect: str | None, collect_from: str, via: str) 
     return Steps(setup, checked_path(collect) if collect is not None else None, collect_from)
 
 
-def _job_nodes(plan: ClusterPlan, options: RunOptions) -> list[Node]:
-    chosen = set(options.hosts) if options.hosts else {n.name for n in plan.nodes}
-    return [n for n in plan.nodes if n.name in chosen]
-
-
 def _setup(
     display: Display,
     plan: ClusterPlan,
@@ -250,11 +244,11 @@ def _setup(
 ) -> SetupResult:
     """--setup on every node of the job; where it fails, say so and end with its code."""
     from mpicluster.render.run import show_setup
-    from mpicluster.run.job import head_node
+    from mpicluster.run.job import head_node, job_nodes
     from mpicluster.run.setup_step import run_setup
 
     head_node(plan, options)  # --hosts judged before any node runs anything
-    nodes = _job_nodes(plan, options)
+    nodes = job_nodes(plan, options)
     display.progress(f"Setup on {len(nodes)} node(s): {command}")
     result = run_setup(plan, nodes, command, cwd, lambda n, _, line: display.tagged(n, line))
     show_setup(display, result, synced, as_json=as_json)
@@ -370,7 +364,7 @@ def _job(
     """The job run (SIGTERM stops it as Ctrl-C does), shown, then --collect; its exit
     code is ours."""
     from mpicluster.render.run import LinePrinter, show_job
-    from mpicluster.run.job import head_node, run_job
+    from mpicluster.run.job import head_node, job_nodes, run_job
 
     printer = LinePrinter(tag=tag, stdout_to_stderr=as_json)
     terminate_as_interrupt()
@@ -389,7 +383,7 @@ def _job(
         from mpicluster.run.collect import collect
 
         nodes = [head_node(plan, options)] if steps.collect_from == "head" else None
-        nodes = nodes or _job_nodes(plan, options)
+        nodes = nodes or job_nodes(plan, options)
         display.progress(f"Collecting {steps.collect} from {len(nodes)} node(s)")
         collected = collect(plan, nodes, steps.collect, chdir, result.job_id)
     show_job(

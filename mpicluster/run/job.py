@@ -93,6 +93,12 @@ def head_node(plan: ClusterPlan, options: RunOptions) -> Node:
     return plan.nodes[0]
 
 
+def job_nodes(plan: ClusterPlan, options: RunOptions) -> list[Node]:
+    """The nodes a job uses (--hosts, else all), in the inventory's order."""
+    chosen = set(options.hosts) if options.hosts else {n.name for n in plan.nodes}
+    return [n for n in plan.nodes if n.name in chosen]
+
+
 def sync_nodes(
     plan: ClusterPlan,
     options: RunOptions,
@@ -102,8 +108,7 @@ def sync_nodes(
 ) -> sync.SyncResult:
     """The job's folder on every node it runs on (the head first, then the others)."""
     head = head_node(plan, options)
-    chosen = set(options.hosts) if options.hosts else {n.name for n in plan.nodes}
-    others = [n for n in plan.nodes if n.name in chosen and n.name != head.name]
+    others = [n for n in job_nodes(plan, options) if n.name != head.name]
     destination = sync.destination_for(source, to)
     return sync.sync_tree(plan, source, destination, head, others, progress)
 
