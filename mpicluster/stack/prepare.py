@@ -98,7 +98,10 @@ def fetch(
     # before any bytes (10 s one after the other for a cold demo, 4.5 s at once).
     with ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="fetch") as pool:
         try:
-            return _fetched(pool, cache, inventory, ucx, targets, wanted, progress, offline)
+            index_url = inventory.stack.pytorch.index_url if wanted_torch else None
+            return _fetched(
+                pool, cache, inventory, ucx, targets, wanted, index_url, progress, offline
+            )
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)  # the first failure, said at once
             raise
@@ -111,12 +114,12 @@ def _fetched(
     ucx: bool,
     targets: dict[str, Platform],
     wanted: list[str],
+    index_url: str | None,
     progress: Progress,
     offline: bool,
 ) -> FetchResult:
     """Every download submitted to `pool`, then each waited for in the lockfile's order
     (the first failure raised is the first component's)."""
-    index_url = inventory.stack.pytorch.index_url if sources.torch_requirement(inventory) else None
     pending = {
         source.component: pool.submit(cache.ensure, source, progress, offline=offline)
         for source in sources.needed(inventory, ucx)
