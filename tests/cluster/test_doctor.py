@@ -431,12 +431,16 @@ def bench(inventory: Path, *args: str) -> tuple[int, dict, str]:
 def test_bench_on_a_healthy_cluster_flags_nothing_and_shows_its_figures(provisioned, inventory):
     code, report, _ = bench(inventory)
     assert (code, report["flagged"], report["status"]) == (0, [], "pass"), report
-    assert sorted(tuple(p["nodes"]) for p in report["pairs"]) == [
+    first = [p for p in report["pairs"] if p["pass"] == 1]
+    assert sorted(tuple(p["nodes"]) for p in first) == [
         ("node1", "node2"),
         ("node1", "node3"),
         ("node2", "node3"),
     ]
-    assert all(p["gbs"] > 0.05 and p["latency_us"] > 0 and p["pass"] == 1 for p in report["pairs"])
+    # a pair slow once on a busy machine is measured again (pass 2) and then judged by
+    # its faster figure: nothing flagged either way (CI's machine did this once)
+    assert all(p["pass"] == 2 and not p["slow"] for p in report["pairs"] if p not in first)
+    assert all(p["gbs"] > 0.05 and p["latency_us"] > 0 for p in report["pairs"])
     # the baseline: iperf3 (which up installed) on every pair, each node's card found
     assert all(p["network_gbs"] > 0.05 for p in report["pairs"]), report["pairs"]
     assert report["efficiency_basis"] == "baseline" and report["baseline"]["note"] == ""

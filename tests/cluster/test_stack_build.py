@@ -354,27 +354,13 @@ def test_a_damaged_stack_is_named_by_doctor_and_up_installs_it_again_from_the_pa
     assert (result["path"], result["hosts"]) == ("unchanged", {}), result["why"]
 
 
-def test_node_added_later_installs_from_the_cache(build):
-    start_local_cluster(NAME, 4, SUBNET, build["generated"], *build["variant"].local_options)
-    inventory = build["rewrite"]()
-    done = mpicluster("up", str(inventory), "--json", check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "install from the artifact cache on node4" in done.stderr
-    result = json.loads(done.stdout)
-    assert result["hosts"]["node4"]["changed"] > 0
-    assert result["smoke"]["ok"] and result["smoke"]["horovod"]["ranks"] == 4
-    cluster = build["cluster"]
-    assert on_path(cluster, "node4") == f"{PREFIX}/current/bin/mpirun"
-    assert cluster.ssh("node4", "command -v gcc", check=False).returncode != 0
-    assert "build on" not in done.stderr  # from the artifact cache, no rebuild
-
-
 def test_a_corrupted_or_truncated_artifact_is_refused_with_its_path(build, tmp_path):
-    """node4 taken out (its stack removed), then `up` from a copy of the artifact cache
-    with the pack damaged: refused before any change, the file named, nothing installed."""
+    """node4 joins the cluster (no stack yet), then `up` from a copy of the artifact cache
+    with the pack damaged: refused before any change, the file named, nothing installed
+    on node4 (the next test's `up` installs it from the good cache)."""
     cluster = build["cluster"]
-    done = mpicluster("down", str(build["inventory"]), "--node", "node4", check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
+    start_local_cluster(NAME, 4, SUBNET, build["generated"], *build["variant"].local_options)
+    build["rewrite"]()
     assert cluster.ssh("node4", f"test -e {PREFIX}", check=False).returncode == 1
     copy = tmp_path / "artifacts"
     shutil.copytree(build["artifacts"], copy)
@@ -402,9 +388,28 @@ def test_a_corrupted_or_truncated_artifact_is_refused_with_its_path(build, tmp_p
         assert left == "", (damage, left)
 
 
+def test_node_added_later_installs_from_the_cache(build):
+    # node4 joined in the test before (again here when run alone: `local up` keeps it)
+    start_local_cluster(NAME, 4, SUBNET, build["generated"], *build["variant"].local_options)
+    inventory = build["rewrite"]()
+    done = mpicluster("up", str(inventory), "--json", check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "install from the artifact cache on node4" in done.stderr
+    result = json.loads(done.stdout)
+    assert result["hosts"]["node4"]["changed"] > 0
+    assert result["smoke"]["ok"] and result["smoke"]["horovod"]["ranks"] == 4
+    cluster = build["cluster"]
+    assert on_path(cluster, "node4") == f"{PREFIX}/current/bin/mpirun"
+    assert cluster.ssh("node4", "command -v gcc", check=False).returncode != 0
+    assert "build on" not in done.stderr  # from the artifact cache, no rebuild
+
+
 @FAULTS
 def test_a_node_killed_during_the_copy_is_named_and_the_next_up_finishes(build):
     cluster, inventory = build["cluster"], str(build["inventory"])
+    done = mpicluster("down", inventory, "--node", "node4", check=False)  # the copy to do
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert cluster.ssh("node4", f"test -e {PREFIX}", check=False).returncode == 1
     run = Started("up", inventory, "--json")
     run.wait_for("[stack_install] Copy the pack")
     time.sleep(1)

@@ -1,6 +1,7 @@
 """`mpicluster run` on the cluster test_stack_build.py built (the session's `build`):
 examples across every node, PyTorch under both launchers with the same program, a
-failing rank, Ctrl-C, --sync and bad options. Run alone, its fixture runs `up` first.
+failing rank, Ctrl-C, --sync, --setup and --collect, and bad options. Run alone, its
+fixture runs `up` first.
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -332,6 +335,84 @@ WAITS = (
     "print('rank', MPI.COMM_WORLD.rank, 'waiting', file=sys.stderr, flush=True)\n"
     "time.sleep(300)\n"
 )
+
+
+def run_json(ready, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    done = run(ready, "--json", *args)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return done, json.loads(done.stdout)
+
+
+def test_setup_runs_on_every_node_before_the_job(ready):
+    cluster, nodes = ready["cluster"], ready["nodes"]
+    for node in nodes:
+        cluster.ssh(node, "rm -f setup-was-here")
+    done, result = run_json(
+        ready,
+        "--setup",
+        "hostname > setup-was-here && echo ready on $(hostname)",
+        "--",
+        "cat",
+        "setup-was-here",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for node in nodes:
+        assert f"[{node}] ready on {node}" in done.stderr
+    assert result["ok"] and result["ranks"] >= len(nodes)
+    # every rank read what the setup wrote on its own node, before it started (with
+    # --json the job's lines go to stderr)
+    read = {line for line in done.stderr.splitlines() if line in nodes}
+    assert read == set(nodes), done.stderr[-2000:]
+
+
+def test_a_setup_failing_on_one_node_stops_the_job_before_any_rank(ready):
+    cluster, nodes = ready["cluster"], ready["nodes"]
+    for node in nodes:
+        cluster.ssh(node, "rm -f job-ran")
+    done, result = run_json(
+        ready,
+        "--setup",
+        'test "$(hostname)" != node2 || { echo "no dataset here" >&2; exit 3; }',
+        "--",
+        "touch",
+        "job-ran",
+    )
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert (result["ok"], result["setup"]["failed"]) == (False, ["node2"]), result
+    assert result["setup"]["exits"] == {n: 3 if n == "node2" else 0 for n in nodes}
+    assert "[node2] no dataset here" in done.stderr
+    for node in nodes:  # no rank started anywhere
+        assert cluster.ssh(node, "test -e job-ran", check=False).returncode == 1, node
+
+
+def test_collect_brings_back_every_nodes_files_after_a_failing_job(ready):
+    cluster, nodes = ready["cluster"], ready["nodes"]
+    for node in nodes:
+        cluster.ssh(node, "rm -rf out")
+    # every rank writes its node's log; node2's fails after the others have written
+    program = (
+        'mkdir -p out && echo "log of $(hostname)" > out/log.txt && '
+        'if [ "$(hostname)" = node2 ]; then sleep 2; exit 7; fi'
+    )
+    done, result = run_json(ready, "--collect", "out", "--", "sh", "-c", program)
+    try:
+        assert done.returncode != 0 and not result["ok"], done.stderr[-3000:]
+        collected = result["collect"]
+        into = Path(collected["into"])
+        assert into.name == result["job_id"] and into.parent.name == "jobs"
+        for node in nodes:
+            assert collected["nodes"][node]["ok"], collected
+            assert (into / node / "out" / "log.txt").read_text() == f"log of {node}\n"
+        # rank 0's node only; a path that is not there is said, not an error
+        done, head = run_json(ready, "--collect", "out", "--collect-from", "head", "--", "true")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert list(head["collect"]["nodes"]) == [nodes[0]]
+        assert (Path(head["collect"]["into"]) / nodes[0] / "out" / "log.txt").is_file()
+        done, gone = run_json(ready, "--collect", "nothing-here", "--", "true")
+        missing = gone["collect"]["nodes"]
+        assert done.returncode == 0 and all(n["missing"] for n in missing.values()), missing
+    finally:
+        shutil.rmtree(Path(result["collect"]["into"]).parent, ignore_errors=True)
 
 
 def test_down_refuses_to_pull_the_stack_from_under_a_running_job(ready):
