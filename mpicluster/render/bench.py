@@ -85,8 +85,12 @@ def show_bench(display: Display, report: BenchReport) -> None:
             f"slow {found.kind} {'-'.join(found.nodes)}: {found.measured:.2f} GB/s, expected "
             f"{found.expected:.2f} ({found.why})"
         )
+    first = sum(1 for p in report.pairs if p.round == 1)
+    again = len(report.pairs) - first
     line = (
-        f"bench: {len(report.pairs)} pair(s), expected {report.expected_gbs:.2f} GB/s "
+        f"bench: {first} pair(s)"
+        + (f" ({again} measured again)" if again else "")
+        + f", expected {report.expected_gbs:.2f} GB/s "
         f"({report.expected_source}), {len(report.flagged)} flagged in {report.seconds:.1f} s"
     )
     if report.exit_code == 0:

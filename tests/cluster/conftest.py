@@ -1,6 +1,7 @@
 """The cluster with the from-source stack that several modules test: built by
-test_stack_build.py (in CI on `local up --cuda` nodes, Open MPI 5.0.7 with UCX), then used
-by test_stack_run.py.
+test_stack_build.py (in CI the default stack of CPU nodes: Open MPI 5.0.7, mpi4py,
+PyTorch and Horovod; on demand on `local up --cuda` nodes with UCX, NCCL and
+nccl-tests: `pytest -m cuda_build`), then used by test_stack_run.py.
 Session-scoped, one per variant, so the stack is built once.
 """
 
@@ -33,7 +34,16 @@ class Variant:
 
 
 VARIANTS = [
-    pytest.param(Variant("5.0.7"), id="5.0.7-cuda"),
+    # CI's: the stack `make demo` builds (CPU nodes: no CUDA, no RDMA, so no UCX)
+    pytest.param(Variant("5.0.7", cuda=False, ucx=False), id="5.0.7"),
+    # the GPU path without a GPU: CUDA-aware Open MPI with UCX, NCCL for sm_90,
+    # nccl-tests (about 17 minutes more than CI's on 2 cores; a GPU's proof is
+    # tests/gpu/prove_on_one_gpu.sh)
+    pytest.param(
+        Variant("5.0.7"),
+        id="5.0.7-cuda",
+        marks=[pytest.mark.on_demand, pytest.mark.cuda_build],
+    ),
     pytest.param(
         Variant("4.1.4", cuda=False, ucx=False),
         id="4.1.4",

@@ -5,13 +5,15 @@ container killed), the build resumed where it stopped, doctor on the result, a n
 added later; then faults of the install by copy on that node: a damaged artifact, the
 node killed during the copy, its disk full during the copy.
 
-In CI the nodes are `local up --cuda` nodes (this machine's CUDA toolkit, no GPU), so
-the one build serves both paths: Open MPI 5.0.7 CUDA-aware (PRRTE launches over ssh),
-NCCL for sm_90 (the inventory's only_funcs: float sum allreduce and send/receive) and
-nccl-tests with MPI, and the CPU smoke test (mpi4py, Horovod) runs on it. On demand:
-the same tests on Open MPI 4.1.4 without CUDA (`pytest -m openmpi4`), and with NCCL
-built in full, every collective (`pytest -m nccl_full`; NCCL alone compiles for about
-28 minutes on 2 cores). NCCL and nccl-tests come from ../shared/sources.
+In CI the stack is the one `make demo` builds on CPU nodes: Open MPI 5.0.7 (PRRTE
+launches over ssh), mpi4py, PyTorch (CPU) and Horovod. On demand, the same tests on
+`local up --cuda` nodes (this machine's CUDA toolkit, no GPU: `pytest -m cuda_build`),
+so that one build serves both paths: Open MPI 5.0.7 CUDA-aware with UCX, NCCL for
+sm_90 (the inventory's only_funcs: float sum allreduce and send/receive) and nccl-tests
+with MPI, with the CPU smoke test (mpi4py, Horovod) on it; on Open MPI 4.1.4 without
+CUDA (`pytest -m openmpi4`); and with NCCL built in full, every collective
+(`pytest -m nccl_full`; NCCL alone compiles for about 28 minutes on 2 cores). NCCL and
+nccl-tests come from ../shared/sources.
 """
 
 from __future__ import annotations
