@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from mpicluster import __version__, exitcodes
-from mpicluster.cli import bench, cluster, doctor, local, run
+from mpicluster.cli import bench, cluster, doctor, jobs, local, run
 
 app = typer.Typer(
     name="mpicluster",
@@ -47,6 +47,8 @@ for command in cluster.COMMANDS:
 app.command("doctor")(doctor.doctor)
 app.command("bench")(bench.bench)
 app.command("run", context_settings=run.CONTEXT)(run.run)
+for command in jobs.COMMANDS:
+    app.command()(command)
 app.add_typer(local.app, name="local")
 
 

@@ -18,6 +18,7 @@ from mpicluster.render import Display
 
 if TYPE_CHECKING:
     from mpicluster.run.job import HangWatch
+    from mpicluster.run.job_env import JobEnv
     from mpicluster.run.launch import RunOptions
     from mpicluster.run.setup_step import SetupResult
     from mpicluster.run.sync import SyncResult
@@ -123,6 +124,23 @@ CollectFromOpt = Annotated[
     str,
     typer.Option("--collect-from", help="all: every node of the job; head: rank 0's only."),
 ]
+RequirementsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--requirements",
+        help="The job's own Python packages (a requirements file): resolved here with the "
+        "stack's pinned, installed once per node into an environment layered on the "
+        "stack's Python, reused by later jobs.",
+    ),
+]
+DetachOpt = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="Start the job under the head node's launcher and return its id: it outlives "
+        "this command and this machine (see `mpicluster jobs`, `logs`, `stop`, `collect`).",
+    ),
+]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Print the command line on the head; run nothing.")
 ]
@@ -151,6 +169,8 @@ def run(
     setup: SetupOpt = None,
     collect: CollectOpt = None,
     collect_from: CollectFromOpt = "all",
+    requirements: RequirementsOpt = None,
+    detach: DetachOpt = False,
     dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -158,13 +178,15 @@ def run(
     environment; a rank that fails ends the job, Ctrl-C stops every rank.
 
     Exit codes: the job's own, 2 bad input, 124 stopped by --hang-timeout,
-    130 stopped by Ctrl-C.
+    130 stopped by Ctrl-C; with --detach, 0 once the job runs.
     """
     display = Display(messages_on_stderr=True)
     with guarded(display):
         inv = load_inventory(inventory)
         via = _judged(inv, via, launcher, hang_timeout, keep_hung, sync, sync_to)
         steps = _steps(setup, collect, collect_from, via)
+        if detach and via == "slurm":
+            raise UsageError("--detach runs the job under the head's launcher: use --via mpirun")
         options = _options(
             program, np, per_node, hosts, map_by, env, env_file, torch, launcher, debug, via
         )
@@ -175,8 +197,14 @@ def run(
         synced = _prepared(display, plan, options, sync, sync_to, dry_run=dry_run)
         if synced is not None:
             chdir = chdir or synced.destination
+        if requirements is not None:
+            options = _with_packages(display, plan, options, requirements, dry_run, steps)
         if steps.setup and not dry_run:
             steps.done = _setup(display, plan, options, steps.setup, chdir, synced, json_output)
+        if detach and not dry_run:
+            hang = (hang_timeout, keep_hung)
+            _detached(display, plan, options, chdir, hang, steps, str(inventory), json_output)
+            return
         watch = _hang_watch(display, plan, options, hang_timeout, keep_hung)
         _job(display, plan, options, synced, chdir, tag, watch, dry_run, json_output, steps)
 
@@ -209,13 +237,14 @@ def _judged(
 
 @dataclass
 class Steps:
-    """What runs around the job: --setup before it (`done`: how it went), --collect
-    after it."""
+    """What runs around the job: --requirements and --setup before it (`done`: how the
+    setup went), --collect after it."""
 
     setup: str | None = None
     collect: str | None = None
     collect_from: str = "all"
     done: SetupResult | None = None
+    env: JobEnv | None = None
 
 
 def _steps(setup: str | None, collect: str | None, collect_from: str, via: str) -> Steps:
@@ -255,6 +284,36 @@ def _setup(
     if not result.ok:
         raise typer.Exit(result.exit_code)
     return result
+
+
+def _with_packages(
+    display: Display,
+    plan: ClusterPlan,
+    options: RunOptions,
+    path: Path,
+    dry_run: bool,
+    steps: Steps,
+) -> RunOptions:
+    """--requirements: the job's environment on its nodes; the options that put it
+    first on every rank's PYTHONPATH."""
+    from dataclasses import replace
+
+    from mpicluster.run import job_env
+    from mpicluster.run.job import head_node, job_nodes
+
+    lines = job_env.read_requirements(path)
+    if dry_run:
+        return options
+    head_node(plan, options)  # --hosts judged before any node is asked
+    steps.env = job_env.prepare(plan, job_nodes(plan, options), lines, display.progress)
+    made = f"made on {', '.join(steps.env.built_on)}" if steps.env.built_on else "ready"
+    display.progress(
+        f"The job's packages: {made} ({steps.env.seconds:.1f} s, {steps.env.pythonpath})"
+    )
+    given = [e for e in options.env if e.startswith("PYTHONPATH=")]
+    rest = [e for e in options.env if not e.startswith("PYTHONPATH=")]
+    value = ":".join([steps.env.pythonpath, *(e.split("=", 1)[1] for e in given)])
+    return replace(options, env=(*rest, f"PYTHONPATH={value}"))
 
 
 def _options(
@@ -322,6 +381,34 @@ def _prepared(
     if sync is None or dry_run:
         return None
     return sync_nodes(plan, options, sync, sync_to, display.progress)
+
+
+def _detached(
+    display: Display,
+    plan: ClusterPlan,
+    options: RunOptions,
+    cwd: str | None,
+    hang: tuple[float | None, bool],
+    steps: Steps,
+    inventory: str,
+    as_json: bool,
+) -> None:
+    """--detach: the job started under the head's launcher; its id and how to follow it."""
+    from mpicluster.render.jobs import show_started
+    from mpicluster.run import detached
+
+    collect = {"path": steps.collect, "from": steps.collect_from} if steps.collect else None
+    found = detached.start(
+        plan,
+        options,
+        dict(os.environ),
+        display.progress,
+        cwd=cwd,
+        hang_timeout=hang[0],
+        keep_hung=hang[1],
+        collect=collect,
+    )
+    show_started(display, found, inventory, steps.done, as_json=as_json)
 
 
 def _hang_watch(
@@ -394,6 +481,7 @@ def _job(
         dry_run=dry_run,
         collected=collected,
         setup=steps.done,
+        env=steps.env,
     )
     if not dry_run and result.exit_code != 0:
         raise typer.Exit(result.exit_code)

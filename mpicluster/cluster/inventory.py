@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from mpicluster.cluster import requirements as requirements_text
 from mpicluster.cluster import validators as names
 from mpicluster.cluster.yamlsource import (
     Problem,
@@ -243,6 +244,26 @@ class PyTorch(_Model):
     _cuda = field_validator("cuda", mode="before")(_true_false_auto)
 
 
+def _requirements(value: list[str] | str | None) -> list[str] | str | None:
+    """A list of requirement lines (each checked), or the path of a file of them."""
+    if isinstance(value, str):
+        return _no_control_characters(value) if value else value
+    for i, line in enumerate(value or []):
+        problem = requirements_text.problem_of(line.strip())
+        if problem:
+            raise PydanticCustomError("mpicluster", f"[{i}]: {problem}")
+    return [line.strip() for line in value] if value is not None else None
+
+
+class Python(_Model):
+    #: The cluster's own Python packages, beside the stack's (stack.install: source): a
+    #: requirements file (relative to the inventory; requirement lines only) or a list of
+    #: lines, e.g. ["transformers==4.46.0", "datasets"]. Resolved once on this machine
+    #: with the stack's own packages pinned (a conflict is refused, naming both), carried
+    #: to the nodes as the stack is, installed offline on every node.
+    requirements: Annotated[list[str] | str | None, AfterValidator(_requirements)] = None
+
+
 class Stack(_Model):
     install: Literal["source", "packages"] = "source"
     prefix: AbsolutePath = "/opt/mpicluster"
@@ -329,12 +350,23 @@ class Inventory(_Model):
     network: Network = Network()
     nodes: Annotated[list[Node], Field(min_length=1)]
     stack: Stack = Stack()
+    python: Python = Python()
     sources: Sources = Sources()
     #: Unset: no scheduler (jobs start with mpirun or `mpicluster run`).
     scheduler: Scheduler | None = None
 
     #: The file this inventory was read from (set by load_inventory).
     path: Path | None = Field(default=None, exclude=True)
+
+    def python_requirements(self) -> list[str]:
+        """The cluster's own packages' requirement lines (the file's, or the list)."""
+        wanted = self.python.requirements
+        if not wanted:
+            return []
+        if isinstance(wanted, list):
+            return list(wanted)
+        path = self.resolve_path(wanted)
+        return [line.text for line in requirements_text.lines_of(path.read_text("utf-8"))]
 
     @property
     def total_gpus(self) -> int:
@@ -575,6 +607,7 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
     _check_nodes(inv, add)
     _check_ssh_files(inv, add)
     _check_stack_choices(inv, add)
+    _check_python(inv, add)
     for component in ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod"):
         _check_component_source(inv, component, add)
     problems.extend(_scheduler_problems(inv, doc))
@@ -640,6 +673,31 @@ def _check_stack_choices(inv: Inventory, add: _Add) -> None:
         )
     if torch.nccl == "stack" and torch.cuda is False:
         add(("stack", "pytorch", "nccl"), "stack needs a CUDA build of PyTorch (cuda is false)")
+
+
+def _check_python(inv: Inventory, add: _Add) -> None:
+    """The cluster's packages go beside the stack's Python, from a readable file."""
+    wanted = inv.python.requirements
+    if not wanted:
+        return
+    loc = ("python", "requirements")
+    if inv.stack.install != "source":
+        add(loc, "needs stack.install: source (the packages go beside the stack's Python)")
+        return
+    if isinstance(wanted, list):
+        return
+    path = inv.resolve_path(wanted)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        add(loc, f"cannot read {path}: {getattr(exc, 'strerror', None) or 'not UTF-8 text'}")
+        return
+    lines = requirements_text.lines_of(text)
+    for line in lines:
+        if problem := requirements_text.problem_of(line.text):
+            add(loc, f"{path}:{line.number}: {problem}")
+    if not lines:
+        add(loc, f"{path} has no requirement lines")
 
 
 def _check_component_source(inv: Inventory, component: str, add: _Add) -> None:

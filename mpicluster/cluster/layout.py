@@ -67,6 +67,8 @@ JOURNAL = "/var/lib/mpicluster/journal.json"
 #: The builder's scratch space (stack_build_scratch): removed after a build, and by `down`.
 BUILD_SCRATCH = "/var/tmp/mpicluster"  # noqa: S108 (a node folder only root writes)
 #: Where a packed stack arrives from a peer (the MPI user's, 0700; emptied by the install).
+#: A detached job's folder on its head (`run --detach`), in the MPI user's home: JOB/
+DETACHED_JOBS = ".local/state/mpicluster/jobs"
 RELAY_DIR = "/var/tmp/mpicluster-relay"  # noqa: S108 (made by root for the MPI user)
 #: The directories a plain non-interactive PATH must keep (Debian's login default).
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
@@ -84,12 +86,17 @@ class Layout:
     cuda_home: str | None
     #: The cluster runs Slurm (scheduler: slurm): its files are part of the footprint.
     slurm: bool = False
+    #: The cluster has packages of its own (python.requirements) beside the stack's.
+    packages: bool = False
 
     @classmethod
     def of(cls, inventory: Inventory) -> Layout:
         stack = inventory.stack
         cuda_home = stack.cuda_home if inventory.has_gpus else None
-        return cls(stack.prefix, stack.install, cuda_home, inventory.scheduler is not None)
+        packages = bool(inventory.python.requirements) and stack.install == "source"
+        return cls(
+            stack.prefix, stack.install, cuda_home, inventory.scheduler is not None, packages
+        )
 
     @property
     def current(self) -> str:
@@ -132,11 +139,20 @@ class Layout:
         return f"{self.current}/venv/bin/py-spy" if self.install == "source" else None
 
     @property
+    def cluster_packages(self) -> str:
+        """Where the cluster's own packages live (python.requirements): one folder per
+        resolution, `current` the active one, on the stack's Python's path."""
+        return f"{self.prefix}/python"
+
+    @property
     def path_dirs(self) -> list[str]:
         """PATH entries mpicluster puts in front of the system's."""
-        if self.install == "source":
-            return [f"{self.current}/bin", f"{self.current}/venv/bin"]
-        return []
+        if self.install != "source":
+            return []
+        dirs = [f"{self.current}/bin", f"{self.current}/venv/bin"]
+        if self.packages:  # the programs the cluster's packages bring (after the stack's)
+            dirs.append(f"{self.cluster_packages}/current/bin")
+        return dirs
 
     @property
     def library_dirs(self) -> list[str]:
@@ -212,6 +228,7 @@ class Layout:
             # Also for install = packages: a cluster that was once built from source.
             {"path": self.current, "kind": "tree", "stack": True},
             {"path": self.stacks, "kind": "tree", "stack": True},
+            {"path": self.cluster_packages, "kind": "tree", "stack": True},
             {"path": self.prefix, "kind": "dir"},
         ]
         if self.slurm:
@@ -252,4 +269,5 @@ class Layout:
             "journal": JOURNAL,
             "applied": APPLIED,
             "relay_dir": RELAY_DIR,
+            "cluster_packages": self.cluster_packages,
         }

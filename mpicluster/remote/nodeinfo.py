@@ -269,6 +269,16 @@ def gpudirect():
     }
 
 
+def cluster_packages(prefix):
+    """The digest of the cluster's own packages active here (python.requirements), or
+    None."""
+    link = os.path.join(prefix, "python", "current")
+    try:
+        return os.readlink(link)
+    except OSError:
+        return None
+
+
 def node_facts(prefix, cuda_home, with_gpus=True):
     gcc, gcc_error = gcc_version()
     return {
@@ -285,6 +295,7 @@ def node_facts(prefix, cuda_home, with_gpus=True):
         "rdma": rdma_devices(),
         "current": current_stack(prefix),
         "stack_users": stack_users(prefix),
+        "cluster_packages": cluster_packages(prefix),
     }
 
 

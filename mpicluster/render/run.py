@@ -8,6 +8,7 @@ from mpicluster.render.display import Display
 from mpicluster.run.collect import Collected
 from mpicluster.run.hang_report import HangReport
 from mpicluster.run.job import JobResult
+from mpicluster.run.job_env import JobEnv
 from mpicluster.run.setup_step import SetupResult
 from mpicluster.run.sync import SyncResult
 
@@ -37,6 +38,7 @@ def show_job(
     dry_run: bool = False,
     collected: Collected | None = None,
     setup: SetupResult | None = None,
+    env: JobEnv | None = None,
 ) -> None:
     """How the job ended (`show_result`) and what --collect brought back, or with
     `dry_run` the command line it would run on the head (as text, --json or not)."""
@@ -50,6 +52,7 @@ def show_job(
                 "sync": synced.to_dict() if synced else None,
                 "setup": setup.to_dict() if setup else None,
                 "collect": collected.to_dict() if collected else None,
+                "requirements": env.to_dict() if env else None,
             }
         )
         return

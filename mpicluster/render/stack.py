@@ -29,4 +29,14 @@ def show_fetch(display: Display, result: FetchResult) -> None:
         ]
         for target, h in result.houses.items()
     ]
+    rows += [
+        [
+            escape(f"cluster packages {target}"),
+            f"{len(p.install)} to install ({len(p.files)} files)",
+            escape(str(p.path)),
+            "ready",
+            p.digest,
+        ]
+        for target, p in result.packages.items()
+    ]
     display.table("source cache", ["component", "version", "file", "status", "sha256"], rows)

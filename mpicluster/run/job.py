@@ -18,7 +18,8 @@ import shlex
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,15 +146,24 @@ def parse_head_facts(text: str) -> HeadFacts:
     return HeadFacts(slots, version.major, int(parts[2].strip() or 0), parts[3].strip())
 
 
-def remote_command(plan: Launch, cwd: str | None, job_id: str = "", head: str = "") -> str:
+def remote_command(
+    plan: Launch,
+    cwd: str | None,
+    job_id: str = "",
+    head: str = "",
+    detached: Mapping[str, object] | None = None,
+) -> str:
     """The launcher's command line; with the job's id, a stop also ends what mpirun
-    left of the job on every node it used (remote/reap.py)."""
+    left of the job on every node it used (remote/reap.py); `detached` (the spec's
+    "detach" and "hang") starts it detached, the id after the spec."""
     spec = {"argv": plan.argv, "env": plan.env, "cwd": cwd}
     if job_id:
         spec.update(job=job_id, head=head, hosts=list(plan.placement), reap=remote.script("reap"))
+    spec.update(detached or {})
     encoded = base64.b64encode(json.dumps(spec).encode()).decode()
     # not on stdin (remote.script): the launcher's stdin is the control channel
-    return f"{remote.PYTHON} -c {shlex.quote(remote.source('launcher'))} {encoded}"
+    line = f"{remote.PYTHON} -c {shlex.quote(remote.source('launcher'))} {encoded}"
+    return f"{line} {job_id}" if detached else line
 
 
 def failed_rank(lines: list[str]) -> int | None:
@@ -165,7 +175,7 @@ def failed_rank(lines: list[str]) -> int | None:
     return None
 
 
-class _Streams:
+class Streams:
     """Reassembles the ranks' lines from Open MPI's tagged output, keeps each rank's last
     lines and the launcher's own (mpirun's messages).
 
@@ -246,6 +256,40 @@ class _Streams:
         self.on_line(rank, self.node_of(rank), stream, text)
 
 
+@contextmanager
+def on_head(plan: ClusterPlan, options: RunOptions) -> Iterator[tuple[Node, paramiko.SSHClient]]:
+    """A connection to the job's head node; what goes wrong on it is a one-line error."""
+    head = head_node(plan, options)
+    ssh = plan.node_ssh(head)
+    try:
+        conn = transport.connect(ssh)
+    except Exception as exc:  # every failure to connect is a one-line error
+        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
+    try:
+        yield head, conn.client
+    except (paramiko.SSHException, OSError, TimeoutError) as exc:
+        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
+    finally:
+        transport.close(conn)
+
+
+def planned_launch(
+    client: paramiko.SSHClient,
+    plan: ClusterPlan,
+    options: RunOptions,
+    control_env: Mapping[str, str],
+    job_id: str,
+) -> Launch:
+    """The job's command line on the head, from what the head reports."""
+    _, out, _ = transport.run_command(client, FACTS_COMMAND, 30)
+    facts = parse_head_facts(out)
+    return launch.build(plan.inventory, options, facts, control_env, job_id=job_id)
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
 def run_job(
     plan: ClusterPlan,
     options: RunOptions,
@@ -258,29 +302,17 @@ def run_job(
     hang: HangWatch | None = None,
 ) -> JobResult:
     launch.validate(plan.inventory, options, control_env)
-    head = head_node(plan, options)
-    ssh = plan.node_ssh(head)
     started = time.monotonic()
-    try:
-        conn = transport.connect(ssh)
-    except Exception as exc:  # every failure to connect is a one-line error
-        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
-    try:
-        _, out, _ = transport.run_command(conn.client, FACTS_COMMAND, 30)
-        facts = parse_head_facts(out)
-        job_id = "" if dry_run else uuid.uuid4().hex[:12]
-        job = launch.build(plan.inventory, options, facts, control_env, job_id=job_id)
+    with on_head(plan, options) as (head, client):
+        job_id = "" if dry_run else new_job_id()
+        job = planned_launch(client, plan, options, control_env, job_id)
         if dry_run:
             return JobResult(0, job.command(), job.ranks, time.monotonic() - started)
         progress(
             f"Running on {job.ranks} rank(s): "
             + ", ".join(f"{n} x{c}" for n, c in job.placement.items())
         )
-        return _stream(conn.client, job, cwd, on_line, started, hang, job_id, head.name)
-    except (paramiko.SSHException, OSError, TimeoutError) as exc:
-        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
-    finally:
-        transport.close(conn)
+        return _stream(client, job, cwd, on_line, started, hang, job_id, head.name)
 
 
 def _stream(
@@ -295,7 +327,7 @@ def _stream(
 ) -> JobResult:
     channel = client.get_transport().open_session()
     channel.exec_command(remote_command(plan, cwd, job_id, head))
-    streams = _Streams(
+    streams = Streams(
         on_line, plan.node_of, " " if plan.mpi_major >= 5 else "", slurm=plan.via == "slurm"
     )
     watch = _Watch(channel, streams, hang, job_id)
@@ -315,7 +347,7 @@ class _Watch:
     """One running job's channel: its output relayed, a stop asked (Ctrl-C, a hang)."""
 
     channel: paramiko.Channel
-    streams: _Streams
+    streams: Streams
     hang: HangWatch | None
     job_id: str
     stopped: bool = False
@@ -383,12 +415,20 @@ def _outcome(watch: _Watch, plan: Launch, started: float) -> JobResult:
         code = 130
     result = JobResult(code, plan.command(), plan.ranks, time.monotonic() - started, watch.stopped)
     result.hang, result.job_id = watch.report, watch.job_id
-    if code != 0 and not watch.stopped and not watch.hung:
-        rank = failed_rank(streams.untagged)
-        if rank is None and streams.raised:
-            rank = streams.raised[0]
-        if rank is not None:
-            result.failed_rank = rank
-            result.failed_node = plan.node_of(rank)
-            result.tail = streams.at_traceback.get(rank) or list(streams.tails.get(rank, ()))
+    if not watch.stopped and not watch.hung:
+        blame(result, streams, plan.node_of)
     return result
+
+
+def blame(result: JobResult, streams: Streams, node_of: Callable[[int], str | None]) -> None:
+    """A failed job's failing rank (mpirun's words, else the first rank that raised),
+    its node and last lines."""
+    if result.exit_code == 0:
+        return
+    rank = failed_rank(streams.untagged)
+    if rank is None and streams.raised:
+        rank = streams.raised[0]
+    if rank is not None:
+        result.failed_rank = rank
+        result.failed_node = node_of(rank)
+        result.tail = streams.at_traceback.get(rank) or list(streams.tails.get(rank, ()))

@@ -90,18 +90,22 @@ class Launch:
     via: Via = "mpirun"
 
     def node_of(self, rank: int) -> str | None:
-        """The node a rank runs on (ranks fill nodes in order)."""
-        for node, count in self.placement.items():
-            if rank < count:
-                return node
-            rank -= count
-        return None
+        return node_of(self.placement, rank)
 
     def command(self) -> str:
         """The command line a user could run by hand on the head."""
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         line = " ".join(shlex.quote(part) for part in self.argv)
         return f"env {exports} {line}" if exports else line
+
+
+def node_of(placement: Mapping[str, int], rank: int) -> str | None:
+    """The node a rank runs on (ranks fill nodes in order, `placement`'s counts)."""
+    for node, count in placement.items():
+        if rank < count:
+            return node
+        rank -= count
+    return None
 
 
 def parse_env_file(text: str, source: str) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The MPI stack built from source: pinned sources, the source cache, fingerprints, the
 recipe and the build plan. Its face for `up`: prepare_stack() and the StackPlan it
-returns."""
+returns; for `run --requirements`: job_packages(), a job's own packages resolved."""
 
-from mpicluster.stack.prepare import StackPlan
+from mpicluster.stack.cluster_packages import ClusterPackages
+from mpicluster.stack.prepare import StackPlan, job_packages
 from mpicluster.stack.prepare import prepare as prepare_stack
 
-__all__ = ["StackPlan", "prepare_stack"]
+__all__ = ["ClusterPackages", "StackPlan", "job_packages", "prepare_stack"]

@@ -3,6 +3,7 @@ and the variables the build and install roles read."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.nodes import facts as node_facts
 from mpicluster.stack import (
     artifacts,
+    cluster_packages,
     cuda_compat,
     disk_need,
     distribute,
@@ -25,7 +27,7 @@ from mpicluster.stack import (
     sources,
     wheels,
 )
-from mpicluster.stack.cache import CachedFile, SourceCache
+from mpicluster.stack.cache import CachedFile, SourceCache, sha256_of
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
 from mpicluster.stack.plan import Group, plan
 
@@ -46,6 +48,8 @@ class StackPlan:
     installers: list[str] = field(default_factory=list)
     #: What `up`'s plan says beside the groups (CUDA newer than a driver's, by a minor).
     notes: list[str] = field(default_factory=list)
+    #: The nodes that lack the cluster's packages (python.requirements) as resolved now.
+    packages_to: list[str] = field(default_factory=list)
 
 
 def cache_of(inventory: Inventory) -> SourceCache:
@@ -59,9 +63,12 @@ class FetchResult:
 
     files: dict[str, CachedFile]
     houses: dict[str, wheels.Wheelhouse]
+    #: the cluster's own packages (python.requirements) per platform; empty: none asked
+    packages: dict[str, cluster_packages.ClusterPackages] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "cluster_packages": {t: p.to_dict() for t, p in self.packages.items()},
             "sources": {
                 name: {
                     "version": f.source.version,
@@ -91,8 +98,7 @@ def fetch(
     cache = cache_of(inventory)
     platforms = list(platforms)
     wanted_torch = sources.torch_requirement(inventory)
-    wanted = wheels.requirements(inventory.stack.horovod.enabled, wanted_torch)
-    wanted += nvml_requirements(inventory, platforms)
+    wanted = stack_wheels(inventory, platforms)
     targets = {p.wheel_target: p for p in platforms}
     # Every download at once: each is a pip or apt-get start and an index's answer
     # before any bytes (10 s one after the other for a cold demo, 4.5 s at once).
@@ -138,7 +144,25 @@ def _fetched(
     }
     files = {name: future.result() for name, future in pending.items()}
     houses = {target: future.result() for target, future in building.items()}
-    return FetchResult(files, houses)
+    lines = inventory.python_requirements()
+    if not lines:
+        return FetchResult(files, houses)
+    # the cluster's packages with the stack's pinned: after the stack's wheelhouses
+    built = {name: files[name].source.version for name in ("mpi4py", "horovod") if name in files}
+    resolving = {
+        target: pool.submit(
+            cluster_packages.resolve,
+            cache.root,
+            platform,
+            lines,
+            cluster_packages.stack_pins(houses[target], built),
+            progress,
+            offline=offline,
+            index_url=index_url,
+        )
+        for target, platform in targets.items()
+    }
+    return FetchResult(files, houses, {t: f.result() for t, f in resolving.items()})
 
 
 def fetch_for(
@@ -160,6 +184,56 @@ def fetch_for(
         wanted = list(platforms(inventory, facts).values())
         ucx = sources.ucx_wanted(inventory, facts)
     return fetch(inventory, wanted, progress, ucx=ucx)
+
+
+def stack_wheels(inventory: Inventory, platforms: list[Platform]) -> list[str]:
+    """What the stack's wheelhouse is asked for (its manifest records it)."""
+    wanted_torch = sources.torch_requirement(inventory)
+    wanted = wheels.requirements(inventory.stack.horovod.enabled, wanted_torch)
+    return wanted + nvml_requirements(inventory, platforms)
+
+
+def job_packages(
+    inventory: Inventory,
+    facts: dict[str, dict[str, Any]],
+    lines: list[str],
+    progress: Progress,
+) -> dict[str, cluster_packages.ClusterPackages]:
+    """A job's own packages (`run --requirements`), per node: resolved on this machine
+    for each node's platform, with the stack's packages (and the cluster's) pinned to
+    what the nodes have. The stack's wheelhouse must be in the cache (`up` put it there)."""
+    cache = cache_of(inventory)
+    by_node = platforms(inventory, facts)
+    wanted = stack_wheels(inventory, list(by_node.values()))
+    index_url = inventory.stack.pytorch.index_url if sources.torch_requirement(inventory) else None
+    built = {
+        s.component: s.version
+        for s in sources.needed(inventory, False)
+        if s.component in ("mpi4py", "horovod")
+    }
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+    found: dict[str, cluster_packages.ClusterPackages] = {}
+    for platform in {p.wheel_target: p for p in by_node.values()}.values():
+        house = wheels.ensure_wheelhouse(
+            cache.root, platform, wanted, progress, offline=True, index_url=index_url
+        )
+        pins = cluster_packages.stack_pins(house, built)
+        cluster_lines = inventory.python_requirements()
+        if cluster_lines:
+            ours = cluster_packages.resolve(
+                cache.root,
+                platform,
+                cluster_lines,
+                pins,
+                progress,
+                offline=True,
+                index_url=index_url,
+            )
+            pins = dict(sorted((pins | ours.install).items()))
+        found[platform.wheel_target] = cluster_packages.resolve(
+            cache.root, platform, lines, pins, progress, index_url=index_url, kind=f"job-{digest}"
+        )
+    return {name: found[p.wheel_target] for name, p in by_node.items()}
 
 
 def nvml_requirements(inventory: Inventory, platforms: list[Platform]) -> list[str]:
@@ -224,8 +298,44 @@ def prepare(
         if group.builder:
             result.builders.append(group.builder)
         result.installers += group.install
-    result.variables = {"mpicluster_stack_groups": specs}
+    result.variables = {
+        "mpicluster_stack_groups": specs,
+        "mpicluster_python_packages": _packages_spec(groups, fetched.packages, facts, result),
+    }
     return result
+
+
+def _packages_spec(
+    groups: list[Group],
+    packages: dict[str, cluster_packages.ClusterPackages],
+    facts: dict[str, dict[str, Any]],
+    result: StackPlan,
+) -> dict[str, Any] | None:
+    """The cluster's packages per fingerprint (None: none asked): what the nodes install,
+    from which archive; the nodes that lack them get the archive node to node (host
+    vars, not inputs of the record: the same packages make the same inputs)."""
+    if not packages:
+        return None
+    specs = {}
+    for group in groups:
+        found = packages[group.platform.wheel_target]
+        archive = wheels.archive_of(found.path, found.files, found.digest)
+        specs[group.fingerprint] = {
+            "digest": found.digest,
+            "install": found.install,
+            "archive": str(archive),
+            "sha256": sha256_of(archive),
+            "python": group.platform.python,
+        }
+        needing = [
+            n for n in group.nodes if (facts.get(n) or {}).get("cluster_packages") != found.digest
+        ]
+        for name in needing:
+            result.host_vars.setdefault(name, {})["mpicluster_packages_needed"] = True
+        result.packages_to += needing
+        if needing:
+            result.host_vars[needing[0]]["mpicluster_packages_relay"] = distribute.tree(needing)
+    return specs
 
 
 def check_drivers(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,19 @@ def ensure_wheelhouse(
         )
     folder.mkdir(parents=True, exist_ok=True)
     progress(f"Downloading Python wheels for {platform.wheel_target}: {', '.join(wanted)}")
+    proc.run(
+        [*download_argv(folder, platform, index_url), *wanted],
+        hint="pip could not download the wheels the nodes need; "
+        "check your index (PIP_INDEX_URL) or pre-seed the folder",
+    )
+    files = {p.name: sha256_of(p) for p in sorted(folder.glob("*.whl"))}
+    manifest.write_text(json.dumps({"requirements": wanted, "files": files}, indent=2) + "\n")
+    return Wheelhouse(folder, tuple(wanted), files)
+
+
+def download_argv(folder: Path, platform: Platform, index_url: str | None) -> list[str]:
+    """pip download of wheels only, into `folder`, for the nodes' Python and platform
+    (not this machine's); `index_url` asked beside PyPI."""
     argv = [
         sys.executable,
         "-m",
@@ -114,14 +128,7 @@ def ensure_wheelhouse(
         argv += ["--platform", f"{tag}_{platform.arch}"]
     if index_url:
         argv += ["--extra-index-url", index_url]
-    proc.run(
-        [*argv, *wanted],
-        hint="pip could not download the wheels the nodes need; "
-        "check your index (PIP_INDEX_URL) or pre-seed the folder",
-    )
-    files = {p.name: sha256_of(p) for p in sorted(folder.glob("*.whl"))}
-    manifest.write_text(json.dumps({"requirements": wanted, "files": files}, indent=2) + "\n")
-    return Wheelhouse(folder, tuple(wanted), files)
+    return argv
 
 
 def archive(house: Wheelhouse) -> Path:
@@ -129,21 +136,27 @@ def archive(house: Wheelhouse) -> Path:
     once, renamed into place): the build pushes one file, where Ansible's copy of the
     folder moved it file by file (20 s for 217 MB on the local cluster, scp 2.6 s).
     Archives of the folder's older digests are removed."""
-    target = house.path.parent / f".{house.path.name}-{house.digest}.tar"
+    return archive_of(house.path, house.files, house.digest)
+
+
+def archive_of(folder: Path, files: Iterable[str], digest: str) -> Path:
+    """`files` of `folder` as one tar beside it, `.<folder>-<digest>.tar` (see archive)."""
+    target = folder.parent / f".{folder.name}-{digest}.tar"
     if target.is_file():
         return target
-    fd, name = tempfile.mkstemp(dir=house.path.parent, prefix=f"{target.name}.", suffix=".part")
+    fd, name = tempfile.mkstemp(dir=folder.parent, prefix=f"{target.name}.", suffix=".part")
     partial = Path(name)
     try:
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w") as tar:
-            for wheel in sorted(house.files):
-                tar.add(house.path / wheel, arcname=wheel, recursive=False)
+            for wheel in sorted(files):
+                tar.add(folder / wheel, arcname=wheel, recursive=False)
         partial.chmod(0o644)
         partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)
-    for older in house.path.parent.glob(f".{house.path.name}-*.tar"):
-        if older != target:
+    mine = re.compile(rf"\.{re.escape(folder.name)}-[0-9a-f]{{16}}\.tar")
+    for older in folder.parent.glob(f".{folder.name}-*.tar"):
+        if older != target and mine.fullmatch(older.name):  # not another folder's
             older.unlink(missing_ok=True)
     return target
 

@@ -32,9 +32,16 @@ WHOLE_FILES = ("/etc/hosts", "/etc/nsswitch.conf")
 #: fingerprint in each node's host vars is) and the digest itself.
 NOT_INPUTS = ("mpicluster_stack_groups", "mpicluster_applied_inputs")
 #: Host vars that are not either: the free space the preflight asks of a node that
-#: installs or builds its stack (none once it is in use), and the repair of a stack
-#: whose files differed from its manifest (once repaired, there is none).
-NOT_HOST_INPUTS = ("preflight_min_free_kb", "mpicluster_stack_repair")
+#: installs or builds its stack (none once it is in use), the repair of a stack whose
+#: files differed from its manifest (once repaired, there is none), and which nodes
+#: still lack the cluster's packages and how their archive reaches them (once there,
+#: none do).
+NOT_HOST_INPUTS = (
+    "preflight_min_free_kb",
+    "mpicluster_stack_repair",
+    "mpicluster_packages_needed",
+    "mpicluster_packages_relay",
+)
 
 
 def watched(footprint: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,7 +127,11 @@ def judge(
     """The fast path's verdict from every node's probe (`applied`), this run's inputs
     digest and the nodes the stack plan builds on or installs to."""
     if stack_changes:
-        return Verdict(False, f"the MPI stack is to be installed on {', '.join(stack_changes)}")
+        return Verdict(
+            False,
+            f"the MPI stack or the cluster's packages are to be installed on "
+            f"{', '.join(stack_changes)}",
+        )
     for name in sorted(facts):
         seen = facts[name].get("applied")
         if seen is None:

@@ -217,7 +217,7 @@ def _provision(
         inventory.cluster,
         variables["mpicluster_applied_inputs"],
         facts,
-        sorted(set(stack.builders) | set(stack.installers)),
+        sorted(set(stack.builders) | set(stack.installers) | set(stack.packages_to)),
     )
     result.probe_seconds = time.monotonic() - started
     if full:
@@ -298,4 +298,12 @@ def describe_plan(stack: StackPlan) -> list[str]:
                 f"Stack {group.fingerprint}: PyTorch loads the stack's NCCL "
                 f"(its wheel's NCCL {torch['wheel_nccl']} is replaced by a link)"
             )
+    packages = stack.variables.get("mpicluster_python_packages") or {}
+    for fingerprint, spec in packages.items():
+        install = spec["install"]
+        names = ", ".join(f"{n} {v}" for n, v in install.items()) or "none beyond the stack's"
+        where = [n for g in stack.groups if g.fingerprint == fingerprint for n in g.nodes]
+        needing = [n for n in where if n in stack.packages_to]
+        state = f"to install on {', '.join(needing)}" if needing else "in place"
+        lines.append(f"The cluster's packages {spec['digest']} ({names}): {state}")
     return lines + stack.notes

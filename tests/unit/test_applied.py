@@ -130,7 +130,7 @@ def test_the_verdict_names_the_first_reason_to_run_every_task():
         return {"applied": {"cluster": cluster, "inputs": inputs, "changed": list(changed)}}
 
     cases = [
-        ({}, ["b"], "the MPI stack is to be installed on b"),
+        ({}, ["b"], "the MPI stack or the cluster's packages are to be installed on b"),
         ({"applied": None}, [], "a has no record of an earlier up"),
         (seen(cluster="u"), [], "a's record of the last up is one of cluster u"),
         (seen(cluster=None, changed=["x"]), [], "cannot be read"),

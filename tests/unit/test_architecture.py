@@ -86,7 +86,7 @@ ROOMS: dict[str, set[str]] = {
     "verify": {"util", "cluster", "nodes", "remote", "verify", "slurm"},
     "up": {"util", "cluster", "nodes", "remote", "up", "stack", "slurm", "verify"},
     "down": {"util", "cluster", "nodes", "down", "up", "slurm"},
-    "run": {"util", "cluster", "nodes", "remote", "run"},
+    "run": {"util", "cluster", "nodes", "remote", "run", "stack"},
     "doctor": {"util", "cluster", "nodes", "remote", "doctor", "slurm", "bench"},
     "bench": {"util", "cluster", "nodes", "remote", "bench", "verify"},
     "local": {"util", "cluster", "nodes", "local"},

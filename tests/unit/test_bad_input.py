@@ -289,6 +289,24 @@ CASES = [
         "error",
         "no node 'n1;reboot'",
     ),
+    # the detached jobs' commands: an id is checked before any node is asked
+    ("logs-id-hostile", ["logs", "{inv}", "../../x;id"], "error", "is not a job id"),
+    ("logs-id-short", ["logs", "{inv}", "abc"], "error", "is not a job id"),
+    ("stop-id-upper", ["stop", "{inv}", "0123456789AB"], "error", "is not a job id"),
+    ("collect-id-empty", ["collect", "{inv}", ""], "error", "is not a job id"),
+    (
+        "collect-from-unknown",
+        ["collect", "{inv}", "0123456789ab", "--collect-from", "some"],
+        "error",
+        "--collect-from 'some'",
+    ),
+    (
+        "collect-path-outside",
+        ["collect", "{inv}", "0123456789ab", "--path", "../x"],
+        "error",
+        "outside the job's folder",
+    ),
+    ("logs-no-job", ["logs", "{inv}"], "usage", "Missing argument 'job'"),
     # doctor, hostfile, fetch
     ("doctor-timeout-zero", ["doctor", "{inv}", "--timeout", "0"], "error", "--timeout 0.0"),
     ("doctor-timeout-negative", ["doctor", "{inv}", "--timeout", "-3"], "error", "--timeout"),

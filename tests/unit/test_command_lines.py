@@ -50,6 +50,9 @@ REGISTRY = {
     "mpicluster.run.hang_report:collect": "test_hang_collect_command",
     "mpicluster.run.job:<module>": "test_head_facts_command_is_constant",
     "mpicluster.run.job:remote_command": "test_launcher_runs_program_and_env_intact",
+    "mpicluster.run.detached:jobs_command": "test_jobs_command_keeps_hostile_words_whole",
+    "mpicluster.run.job_env:install_command": "test_job_env_install_runs_paths_and_pins_intact",
+    "mpicluster.run.job_env:_look": "test_job_env_install_runs_paths_and_pins_intact",
     "mpicluster.run.launch:Launch.command": "test_dry_run_command_splits_back",
     "mpicluster.run.launch:build": "test_torch_wrappers_pass_program_intact",
     "mpicluster.run.launch:_srun": "test_torch_wrappers_pass_program_intact",
@@ -410,6 +413,67 @@ def test_hang_collect_command(tmp_path, monkeypatch, marker):
     for job in [*hostile(marker), "*"]:
         hang.collect(ClusterPlan.of(inv), inv.nodes, job, lay)
         assert shlex.split(commands[-1]) == [remote.PYTHON, "-", job, lay.pyspy]
+
+
+def test_jobs_command_keeps_hostile_words_whole(marker):
+    """remote/jobs.py's command line (its job ids are checked before, and again there)."""
+    from mpicluster.run import detached
+
+    for value in hostile(marker):
+        words = shlex.split(detached.jobs_command("follow", value, "1"))
+        assert words == [remote.PYTHON, "-c", remote.source("jobs"), "follow", value, "1"]
+        with pytest.raises(Exception, match="not a job id"):
+            detached.checked_id(value)
+        done = subprocess.run(
+            [
+                "/bin/sh",
+                "-c",
+                detached.jobs_command("stop", value).replace(remote.PYTHON, sys.executable, 1),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 2 and "usage" in done.stderr, done.stderr
+
+
+def test_job_env_install_runs_paths_and_pins_intact(tmp_path, marker, monkeypatch):
+    """run --requirements' install on a node, run here by /bin/sh with a stand-in for
+    the stack's Python that records its words: every path and pin arrives whole, the
+    environment is renamed into place with its mark, the wheels go; and the look for
+    an environment keeps a hostile key one word."""
+    from mpicluster.nodes import transport
+    from mpicluster.run import job_env
+
+    log = tmp_path / "argv.json"
+    python = tmp_path / "python"
+    python.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\nargs = sys.argv[1:]\n"
+        f"open({str(log)!r}, 'w').write(json.dumps(args))\n"
+        "os.makedirs(args[args.index('--target') + 1], exist_ok=True)\n"
+    )
+    python.chmod(0o755)
+    for i, value in enumerate(v for v in hostile(marker) if "\x00" not in v):
+        env, wheels = str(tmp_path / f"env{i} {value}"), str(tmp_path / f"wheels{i} {value}")
+        Path(wheels).mkdir(parents=True)
+        command = job_env.install_command(str(python), env, wheels, {value or "x": "1.0"})
+        done = subprocess.run(
+            ["/bin/sh", "-c", command], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        words = json.loads(log.read_text())
+        assert words[words.index("--target") + 1] == f"{env}.part"
+        assert words[words.index("--find-links") + 1] == wheels
+        assert words[-1] == f"{value or 'x'}==1.0"
+        assert Path(env, ".complete").is_file() and not Path(wheels).exists()
+    seen = []
+    monkeypatch.setattr(
+        transport, "run_everywhere", lambda plan, command, **kw: seen.append(command) or {}
+    )
+    with pytest.raises(KeyError):
+        job_env._look(None, [type("N", (), {"name": "n1"})()], "k;touch x")
+    assert ".cache/mpicluster/envs/k;touch x/.complete" in shlex.split(seen[0])
 
 
 def test_head_facts_command_is_constant(tmp_path):

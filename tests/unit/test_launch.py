@@ -212,7 +212,7 @@ def test_head_facts_and_failure_lines_are_parsed():
 def test_output_lines_are_reassembled_from_tagged_chunks_and_each_ranks_tail_kept():
     seen = []
     nodes = {0: "node1", 1: "node2", 2: "node3"}
-    streams = job._Streams(lambda *a: seen.append(a), nodes.get, " ")
+    streams = job.Streams(lambda *a: seen.append(a), nodes.get, " ")
     streams.feed("stdout", b"[1,0]<stdout>: hello\n[1,1]<stderr>: Traceback (most recent")
     streams.feed("stdout", b" call last)\nmpirun says\n[1,2]<stdout>: two\n")
     streams.flush()
@@ -226,7 +226,7 @@ def test_output_lines_are_reassembled_from_tagged_chunks_and_each_ranks_tail_kep
     # Open MPI 4.x: no space after the tag; an unbuffered print arrives in chunks that
     # interleave with other ranks' (seen on the local cluster)
     seen.clear()
-    four = job._Streams(lambda *a: seen.append(a), nodes.get, "")
+    four = job.Streams(lambda *a: seen.append(a), nodes.get, "")
     four.feed("stdout", b"[1,0]<stdout>:rank 0[1,2]<stdout>:rank 2[1,0]<stdout>: starting\n")
     four.feed("stdout", b"[1,2]<stdout>: starting\n[1,1]<stdout>:no newline")
     four.flush()
@@ -314,7 +314,7 @@ def test_via_slurm_refusals():
 def test_srun_labels_and_its_failed_task():
     seen = []
     nodes = {0: "node1", 1: "node2", 12: "node3"}
-    streams = job._Streams(lambda *a: seen.append(a), nodes.get, slurm=True)
+    streams = job.Streams(lambda *a: seen.append(a), nodes.get, slurm=True)
     streams.feed("stdout", b"0: hello\n 12: twelve\nsrun: job 7 queued\n")
     streams.feed("stderr", b"1: Traceback (most recent call last)\n")
     streams.flush()
@@ -333,7 +333,7 @@ def test_srun_labels_and_its_failed_task():
 
 
 def test_a_failed_ranks_tail_ends_with_its_exception_not_mpis_banner_after_it():
-    streams = job._Streams(lambda *a: None, {1: "node2"}.get, slurm=True)
+    streams = job.Streams(lambda *a: None, {1: "node2"}.get, slurm=True)
     lines = ["1: Traceback (most recent call last):", '1:   File "<string>", line 1']
     lines += ["1: AssertionError: rank 1 gives up", "1: " + "-" * 20]
     lines += [f"1: MPI_ABORT banner {n}" for n in range(12)]

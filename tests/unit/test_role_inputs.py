@@ -22,6 +22,9 @@ LATER_INPUTS = {
     "mpicluster_stack_fingerprint",
     "mpicluster_stack_repair",
     "mpicluster_applied_inputs",
+    "mpicluster_python_packages",
+    "mpicluster_packages_needed",
+    "mpicluster_packages_relay",
 }
 
 INVENTORY = """\

@@ -32,6 +32,9 @@ MANIFEST_NAME = "MANIFEST.json.gz"
 NOT_LISTED = ("FINGERPRINT.json", MANIFEST_NAME)
 #: Written by Python next to a module it imported, not by the build.
 SKIP_DIRS = ("__pycache__",)
+#: Written into the stack's site-packages by `up` after the install: the path of the
+#: cluster's own packages (python.requirements; playbooks/library/mpicluster_cluster_packages).
+CLUSTER_PACKAGES_PTH = "mpicluster-cluster-packages.pth"
 #: What a launch loads, hashed on every check (relative to the stack's root): its
 #: programs, the MPI libraries and their plugins, mpi4py. NCCL and PyTorch are big and
 #: not loaded by an MPI launch: their size and mtime are checked, their sha256 with deep.
@@ -73,7 +76,7 @@ def walk(root):
         for name in sorted(files) + links:
             full = os.path.join(folder, name)
             relative = below + "/" + name if below else name
-            if relative in NOT_LISTED:
+            if relative in NOT_LISTED or name == CLUSTER_PACKAGES_PTH:
                 continue
             try:
                 found.append((relative, os.lstat(full)))

@@ -1,0 +1,291 @@
+"""`mpicluster run --detach`, and the commands that follow a detached job: `jobs`,
+`logs`, `stop`, `collect`.
+
+A detached job runs under the launcher's daemon on its head node (remote/launcher.py:
+the first node of --hosts, else the inventory's), in a session of its own, so it
+outlives the `run` that started it and this machine. Its folder on the head
+(~/.local/state/mpicluster/jobs/JOB, read by remote/jobs.py) is the job's record:
+any machine with the inventory finds it, since `jobs` asks every node at once.
+
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import paramiko
+
+from mpicluster import remote
+from mpicluster.cluster import layout
+from mpicluster.cluster.inventory import Node
+from mpicluster.cluster.plan import ClusterPlan
+from mpicluster.errors import MpiclusterError, UsageError
+from mpicluster.nodes import transport
+from mpicluster.run import hang_report, job, launch
+from mpicluster.run.job import JobResult, OnLine, Progress, Streams
+from mpicluster.run.launch import RunOptions
+from mpicluster.util.text import telling_line
+
+JOB_ID = re.compile(r"^[0-9a-f]{12}$")
+START_TIMEOUT = 60
+LIST_TIMEOUT = 30
+#: remote/jobs.py waits up to 90 s for a stopped job's end
+STOP_TIMEOUT = 150
+ENDED = ("done", "failed", "stopped", "hung")
+
+
+@dataclass
+class DetachedJob:
+    """A detached job as its head's record says (`state`: running, done, failed,
+    stopped, hung, or lost: no daemon and no end recorded)."""
+
+    id: str
+    node: str  # its head, where its folder is
+    state: str
+    program: list[str] = field(default_factory=list)  # as the user gave it
+    command: str = ""
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    placement: dict[str, int] = field(default_factory=dict)
+    ranks: int = 0
+    cwd: str = ""
+    log: str = ""
+    mpi_major: int = 5
+    collect: dict | None = None  # {"path", "from"} of run --collect
+    hang_timeout: float | None = None
+    hang: hang_report.HangReport | None = None
+    was_running: bool | None = None  # for `stop`: whether there was a job to stop
+
+    @classmethod
+    def from_answer(cls, node: str, answer: Mapping) -> DetachedJob:
+        ended = answer.get("exit") or {}
+        found = cls(
+            id=str(answer.get("id", "")),
+            node=node,
+            state=str(answer.get("state", "lost")),
+            program=[str(word) for word in answer.get("program") or []],
+            command=str(answer.get("command", "")),
+            started=answer.get("started"),
+            ended=ended.get("ended"),
+            exit_code=ended.get("code"),
+            placement=dict(answer.get("placement") or {}),
+            ranks=int(answer.get("ranks") or 0),
+            cwd=str(answer.get("cwd", "")),
+            log=str(answer.get("log", "")),
+            mpi_major=int(answer.get("mpi_major") or 5),
+            collect=answer.get("collect"),
+            hang_timeout=answer.get("hang_timeout"),
+            was_running=answer.get("was_running"),
+        )
+        hang = answer.get("hang")
+        if isinstance(hang, dict) and isinstance(hang.get("nodes"), dict):
+            found.hang = hang_report.summarize(hang["nodes"])
+        return found
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started is None:
+            return None
+        return (self.ended or time.time()) - self.started
+
+    def node_of(self, rank: int) -> str | None:
+        return launch.node_of(self.placement, rank)
+
+    def to_dict(self) -> dict:
+        data = {k: v for k, v in self.__dict__.items() if k != "hang"}
+        return data | {"hang": self.hang.to_dict() if self.hang else None}
+
+
+def jobs_command(*args: str) -> str:
+    """remote/jobs.py run on a node with `args` (its stdin left free for `follow`)."""
+    words = [remote.PYTHON, "-c", remote.source("jobs"), *args]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def checked_id(job_id: str) -> str:
+    if not JOB_ID.match(job_id):
+        raise UsageError(
+            f"{job_id!r} is not a job id (12 hex digits; `mpicluster jobs INVENTORY` lists them)"
+        )
+    return job_id
+
+
+def start(
+    plan: ClusterPlan,
+    options: RunOptions,
+    control_env: Mapping[str, str],
+    progress: Progress,
+    *,
+    cwd: str | None = None,
+    hang_timeout: float | None = None,
+    keep_hung: bool = False,
+    collect: dict | None = None,
+) -> DetachedJob:
+    """The job started under the head's launcher, detached; returns once it runs."""
+    launch.validate(plan.inventory, options, control_env)
+    job_id = job.new_job_id()
+    with job.on_head(plan, options) as (head, client):
+        planned = job.planned_launch(client, plan, options, control_env, job_id)
+        record = {
+            "program": list(options.program),
+            "command": planned.command(),
+            "head": head.name,
+            "placement": planned.placement,
+            "ranks": planned.ranks,
+            "mpi_major": planned.mpi_major,
+            "collect": collect,
+            "hang_timeout": hang_timeout,
+        }
+        detached: dict[str, object] = {
+            "detach": {"folder": f"{layout.DETACHED_JOBS}/{job_id}", "record": record}
+        }
+        if hang_timeout is not None:
+            detached["hang"] = {
+                "timeout": hang_timeout,
+                "stop": not keep_hung,
+                "stacks": remote.script("stacks"),
+                "pyspy": plan.layout.pyspy or "",
+            }
+        progress(
+            f"Starting job {job_id} detached on {planned.ranks} rank(s): "
+            + ", ".join(f"{n} x{c}" for n, c in planned.placement.items())
+        )
+        command = job.remote_command(planned, cwd, job_id, head.name, detached)
+        code, out, err = transport.run_command(client, command, START_TIMEOUT)
+    if code != 0:
+        raise MpiclusterError(f"{head.name}: the job did not start: {telling_line(err)}")
+    try:
+        answer = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise MpiclusterError(f"{head.name}: the launcher did not say the job runs") from None
+    found = DetachedJob.from_answer(head.name, record | {"id": job_id, "state": "running"})
+    found.log, found.started = f"{answer.get('folder', '')}/output.log", time.time()
+    return found
+
+
+def list_jobs(plan: ClusterPlan) -> tuple[list[DetachedJob], dict[str, str]]:
+    """Every node's detached jobs (oldest first), and the nodes that could not say."""
+    results = transport.run_everywhere(plan, jobs_command("list"), timeout=LIST_TIMEOUT)
+    found: list[DetachedJob] = []
+    problems: dict[str, str] = {}
+    for node in plan.nodes:
+        result = results[node.name]
+        if not result.ok:
+            problems[node.name] = result.error or telling_line(result.stderr) or "no answer"
+            continue
+        try:
+            answer = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            problems[node.name] = "its answer was not JSON"
+            continue
+        found += [DetachedJob.from_answer(node.name, entry) for entry in answer.get("jobs", [])]
+    return sorted(found, key=lambda j: (j.started or 0, j.id)), problems
+
+
+def find(plan: ClusterPlan, job_id: str) -> DetachedJob:
+    """The job with this id, from its head's record (UsageError if no node has it)."""
+    checked_id(job_id)
+    jobs, problems = list_jobs(plan)
+    for found in jobs:
+        if found.id == job_id:
+            return found
+    unread = (
+        f" ({len(problems)} node(s) did not answer: {next(iter(problems))})" if problems else ""
+    )
+    raise UsageError(
+        f"no job {job_id} on the nodes of {plan.cluster}{unread}; "
+        "`mpicluster jobs INVENTORY` lists them"
+    )
+
+
+def _node(plan: ClusterPlan, name: str) -> Node:
+    return next(n for n in plan.nodes if n.name == name)
+
+
+def follow(
+    plan: ClusterPlan, found: DetachedJob, on_line: OnLine, *, wait: bool
+) -> tuple[DetachedJob, JobResult]:
+    """The job's output from its start through `on_line` (with `wait`, until it ends);
+    then its state, and its result as `run` would have shown it."""
+    node = _node(plan, found.node)
+    ssh = plan.node_ssh(node)
+    streams = Streams(on_line, found.node_of, " " if found.mpi_major >= 5 else "")
+    try:
+        conn = transport.connect(ssh)
+    except Exception as exc:  # every failure to connect is a one-line error
+        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
+    try:
+        channel = conn.client.get_transport().open_session()
+        channel.exec_command(jobs_command("follow", found.id, "1" if wait else "0"))
+        err = _relay(channel, streams)
+    except (paramiko.SSHException, OSError) as exc:
+        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
+    finally:
+        transport.close(conn)
+    streams.flush()
+    try:
+        answer = json.loads(err.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise MpiclusterError(f"{node.name}: no state of job {found.id} ({err[-200:]})") from None
+    now = DetachedJob.from_answer(node.name, answer)
+    return now, result_of(now, streams)
+
+
+def _relay(channel: paramiko.Channel, streams: Streams) -> str:
+    """The log's bytes into `streams` until the channel ends; what came on stderr."""
+    err = bytearray()
+    while True:
+        if channel.recv_ready():
+            streams.feed("stdout", channel.recv(65536))
+        elif channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+        elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
+            break
+        else:
+            channel.status_event.wait(0.05)
+    while channel.recv_stderr_ready():
+        err += channel.recv_stderr(65536)
+    return err.decode("utf-8", "replace")
+
+
+def result_of(found: DetachedJob, streams: Streams) -> JobResult:
+    """A detached job's end as `run` reports an attached one's (the failing rank named
+    from its log)."""
+    code = found.exit_code if found.exit_code is not None else 0
+    stopped = found.state in ("stopped", "hung")
+    result = JobResult(code, found.command, found.ranks, found.seconds or 0.0, stopped)
+    result.job_id, result.hang = found.id, found.hang
+    if found.state == "failed":
+        job.blame(result, streams, found.node_of)
+    return result
+
+
+def stop(plan: ClusterPlan, found: DetachedJob) -> DetachedJob:
+    """SIGTERM to the job's daemon, which ends every rank on every node; its state after."""
+    node = _node(plan, found.node)
+    result = transport.run_on(plan, node, jobs_command("stop", found.id), timeout=STOP_TIMEOUT)
+    if not result.ok:
+        why = result.error or telling_line(result.stderr) or f"exit {result.exit_code}"
+        raise MpiclusterError(f"{node.name}: could not stop job {found.id}: {why}")
+    try:
+        answer = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise MpiclusterError(f"{node.name}: no state of job {found.id} after the stop") from None
+    return DetachedJob.from_answer(node.name, answer)
+
+
+def collect_nodes(plan: ClusterPlan, found: DetachedJob, where: str) -> list[Node]:
+    """The nodes --collect copies from: the job's (`all`) or its head's (`head`)."""
+    names = [found.node] if where == "head" else list(found.placement) or [found.node]
+    return [n for n in plan.nodes if n.name in names]
