@@ -219,20 +219,11 @@ def follow(
     """The job's output from its start through `on_line` (with `wait`, until it ends);
     then its state, and its result as `run` would have shown it."""
     node = _node(plan, found.node)
-    ssh = plan.node_ssh(node)
     streams = Streams(on_line, found.node_of, " " if found.mpi_major >= 5 else "")
-    try:
-        conn = transport.connect(ssh)
-    except Exception as exc:  # every failure to connect is a one-line error
-        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
-    try:
-        channel = conn.client.get_transport().open_session()
+    with job.connected(plan, node) as client:
+        channel = client.get_transport().open_session()
         channel.exec_command(jobs_command("follow", found.id, "1" if wait else "0"))
         err = _relay(channel, streams)
-    except (paramiko.SSHException, OSError) as exc:
-        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
-    finally:
-        transport.close(conn)
     streams.flush()
     try:
         answer = json.loads(err.strip().splitlines()[-1])

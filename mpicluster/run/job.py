@@ -257,20 +257,27 @@ class Streams:
 
 
 @contextmanager
-def on_head(plan: ClusterPlan, options: RunOptions) -> Iterator[tuple[Node, paramiko.SSHClient]]:
-    """A connection to the job's head node; what goes wrong on it is a one-line error."""
-    head = head_node(plan, options)
-    ssh = plan.node_ssh(head)
+def connected(plan: ClusterPlan, node: Node) -> Iterator[paramiko.SSHClient]:
+    """A connection to one node; what goes wrong on it is a one-line error."""
+    ssh = plan.node_ssh(node)
     try:
         conn = transport.connect(ssh)
     except Exception as exc:  # every failure to connect is a one-line error
-        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
+        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
     try:
-        yield head, conn.client
+        yield conn.client
     except (paramiko.SSHException, OSError, TimeoutError) as exc:
-        raise MpiclusterError(f"{head.name}: {transport.describe_error(ssh, exc)}") from None
+        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
     finally:
         transport.close(conn)
+
+
+@contextmanager
+def on_head(plan: ClusterPlan, options: RunOptions) -> Iterator[tuple[Node, paramiko.SSHClient]]:
+    """A connection to the job's head node (`connected`)."""
+    head = head_node(plan, options)
+    with connected(plan, head) as client:
+        yield head, client
 
 
 def planned_launch(

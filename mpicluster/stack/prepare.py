@@ -27,7 +27,7 @@ from mpicluster.stack import (
     sources,
     wheels,
 )
-from mpicluster.stack.cache import CachedFile, SourceCache, sha256_of
+from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
 from mpicluster.stack.plan import Group, plan
 
@@ -324,7 +324,7 @@ def _packages_spec(
             "digest": found.digest,
             "install": found.install,
             "archive": str(archive),
-            "sha256": sha256_of(archive),
+            "sha256": wheels.archive_sha256(archive),
             "python": group.platform.python,
         }
         needing = [

@@ -158,7 +158,19 @@ def archive_of(folder: Path, files: Iterable[str], digest: str) -> Path:
     for older in folder.parent.glob(f".{folder.name}-*.tar"):
         if older != target and mine.fullmatch(older.name):  # not another folder's
             older.unlink(missing_ok=True)
+            older.with_name(older.name + ".sha256").unlink(missing_ok=True)
     return target
+
+
+def archive_sha256(archive: Path) -> str:
+    """The archive's sha256, taken once and kept beside it (`up` asks on every run, a
+    no-op one too: an archive of large wheels is not read again each time)."""
+    kept = archive.with_name(archive.name + ".sha256")
+    if kept.is_file() and kept.stat().st_mtime >= archive.stat().st_mtime:
+        return kept.read_text().strip()
+    digest = sha256_of(archive)
+    kept.write_text(digest + "\n")
+    return digest
 
 
 def house_name(platform: Platform, index_url: str | None) -> str:

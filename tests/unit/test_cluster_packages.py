@@ -240,3 +240,17 @@ def test_which_nodes_lack_the_packages_is_not_an_input_of_the_record():
         applied.NOT_HOST_INPUTS
     )
     assert "mpicluster_python_packages" not in applied.NOT_INPUTS
+
+
+def test_an_archives_sha256_is_taken_once_and_kept_beside_it(tmp_path):
+    from mpicluster.stack.cache import sha256_of
+
+    folder = tmp_path / "house"
+    folder.mkdir()
+    make_wheel(folder, "alpha", "1.0", "")
+    archive = wheels.archive_of(folder, ["alpha-1.0-py3-none-any.whl"], "0123456789abcdef")
+    digest = wheels.archive_sha256(archive)
+    assert digest == sha256_of(archive)
+    kept = archive.with_name(archive.name + ".sha256")
+    kept.write_text("kept\n")  # read back, not taken again
+    assert wheels.archive_sha256(archive) == "kept"
