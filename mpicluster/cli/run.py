@@ -137,8 +137,9 @@ DetachOpt = Annotated[
     bool,
     typer.Option(
         "--detach",
-        help="Start the job under the head node's launcher and return its id: it outlives "
-        "this command and this machine (see `mpicluster jobs`, `logs`, `stop`, `collect`).",
+        help="Start the job under the head node's launcher (with --via slurm: queue it "
+        "with sbatch) and return its id: it outlives this command and this machine (see "
+        "`mpicluster jobs`, `logs`, `stop`, `collect`).",
     ),
 ]
 DryRunOpt = Annotated[
@@ -185,8 +186,11 @@ def run(
         inv = load_inventory(inventory)
         via = _judged(inv, via, launcher, hang_timeout, keep_hung, sync, sync_to)
         steps = _steps(setup, collect, collect_from, via)
-        if detach and via == "slurm":
-            raise UsageError("--detach runs the job under the head's launcher: use --via mpirun")
+        if detach and via == "slurm" and hang_timeout is not None:
+            raise UsageError(
+                "--hang-timeout: a detached Slurm job ends at its time limit instead "
+                "(scheduler's default_time); use --via mpirun to watch it"
+            )
         options = _options(
             program, np, per_node, hosts, map_by, env, env_file, torch, launcher, debug, via
         )
@@ -393,7 +397,8 @@ def _detached(
     inventory: str,
     as_json: bool,
 ) -> None:
-    """--detach: the job started under the head's launcher; its id and how to follow it."""
+    """--detach: the job started under the head's launcher (or queued by sbatch); its id
+    and how to follow it."""
     from mpicluster.render.jobs import show_started
     from mpicluster.run import detached
 

@@ -17,13 +17,21 @@ pid (the launcher's daemon), exit.json (written last: how it ended) and hang.jso
 A job's state: running (its daemon is alive), done (exit 0), failed, stopped (by
 `stop`), hung (stopped by --hang-timeout), lost (no daemon and no exit.json: the node
 restarted, or the daemon was killed).
+
+A Slurm batch job (job.json has "slurm": its id; job.sh writes exit.json as it ends) is
+queued or running while squeue lists it; ended without exit.json (cancelled, out of
+time, its node failed) it is failed, as scontrol tells, and that end is written to
+exit.json while Slurm still remembers the job. `stop` is scancel (a "stop" file in the
+folder first: the job ends as stopped, not failed).
 """
 
+import contextlib
 import json
 import os
 import re
 import select
 import signal
+import subprocess
 import sys
 import time
 
@@ -56,18 +64,85 @@ def daemon_pid(folder, job):
     return pid if job.encode() in words else None
 
 
+#: squeue's states of a job not yet running
+QUEUED = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD")
+#: scontrol's states of a job that has ended
+FINISHED = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
+
+
+def slurm(argv):
+    """A Slurm command's output ("" if it failed or is not there)."""
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.decode("utf-8", "replace").strip() if done.returncode == 0 else ""
+
+
+def slurm_state(folder, slurm_id):
+    """(Slurm's state of the job, its end as exit.json keeps it: None while it runs)."""
+    listed = slurm(["squeue", "-h", "-j", str(slurm_id), "-o", "%T"])
+    if listed and listed.split()[0] not in FINISHED:
+        return listed.split()[0], None
+    shown = slurm(["scontrol", "show", "job", "-o", str(slurm_id)])
+    facts = dict(w.split("=", 1) for w in shown.split() if "=" in w)
+    state = facts.get("JobState", "")
+    if state not in FINISHED:
+        return state or "UNKNOWN", None
+    code, _, sig = facts.get("ExitCode", "1:0").partition(":")
+    status = 128 + int(sig) if sig.isdigit() and int(sig) else int(code or 1)
+    ended = {"code": status or 1, "status": status, "ended": time.time(), "slurm_state": state}
+    if os.path.exists(os.path.join(folder, "exit.json")):  # job.sh wrote it meanwhile
+        return state, read_json(os.path.join(folder, "exit.json"))
+    write_json(os.path.join(folder, "exit.json"), ended)
+    return state, ended
+
+
+def write_json(path, data):
+    with open(path + ".part", "w") as out:
+        json.dump(data, out)
+    os.rename(path + ".part", path)
+
+
 def state_of(folder, job, hang=False):
     record = read_json(os.path.join(folder, "job.json")) or {}
     ended = read_json(os.path.join(folder, "exit.json"))
-    pid = None if ended else daemon_pid(folder, job)
+    batch = record.get("slurm")
+    pid, queue = None, None
+    if batch and not ended:
+        queue, ended = slurm_state(folder, batch)
+    elif not ended:
+        pid = daemon_pid(folder, job)
     if ended:
         code = ended.get("code")
         state = "done" if code == 0 else "failed"
+        if batch and os.path.exists(os.path.join(folder, "stop")):
+            ended = dict(ended, stopped=True, code=130)
         state = "hung" if ended.get("hung") else "stopped" if ended.get("stopped") else state
+    elif batch:
+        state = "queued" if queue in QUEUED else "running" if queue != "UNKNOWN" else "lost"
     else:
         state = "running" if pid else "lost"
     log = os.path.join(folder, "output.log")
     found = dict(record, id=job, state=state, pid=pid, exit=ended, log=log)
+    if queue:
+        found["slurm_state"] = queue
     found["log_bytes"] = os.path.getsize(log) if os.path.exists(log) else 0
     found["hung_report"] = os.path.exists(os.path.join(folder, "hang.json"))
     if hang:
@@ -87,32 +162,66 @@ def control_gone():
     return bool(ready) and not os.read(sys.stdin.fileno(), 1024)
 
 
+class Alive:
+    """Whether the job still runs: its daemon is alive, or (Slurm's) it has no end yet,
+    asked of Slurm at most once a second."""
+
+    def __init__(self, folder, job):
+        self.folder, self.job = folder, job
+        self.batch = (read_json(os.path.join(folder, "job.json")) or {}).get("slurm")
+        self.asked, self.answer = 0.0, True
+
+    def __call__(self):
+        if not self.batch:
+            return daemon_pid(self.folder, self.job) is not None
+        if time.monotonic() - self.asked >= 1.0:
+            self.asked = time.monotonic()
+            self.answer = state_of(self.folder, self.job)["state"] in ("queued", "running")
+        return self.answer
+
+
+def opened_log(folder, alive, wait):
+    """output.log, once there (a queued Slurm job has none yet); None if it never came."""
+    path = os.path.join(folder, "output.log")
+    while not os.path.exists(path):
+        if not wait or not alive() or control_gone():
+            return None
+        time.sleep(POLL)
+    return open(path, "rb")
+
+
 def follow(folder, job, wait):
-    out = sys.stdout.buffer
-    with open(os.path.join(folder, "output.log"), "rb") as log:
-        while True:
-            chunk = log.read(65536)
-            if chunk:
-                out.write(chunk)
-                out.flush()
-                continue
-            if not wait or daemon_pid(folder, job) is None or control_gone():
-                break
-            time.sleep(POLL)
-        rest = log.read()  # what the job wrote as its daemon ended
-        out.write(rest)
-        out.flush()
+    out, alive = sys.stdout.buffer, Alive(folder, job)
+    log = opened_log(folder, alive, wait)
+    while log is not None:
+        chunk = log.read(65536)
+        if chunk:
+            out.write(chunk)
+            out.flush()
+            continue
+        if not wait or not alive() or control_gone():
+            out.write(log.read())  # what the job wrote as it ended
+            out.flush()
+            log.close()
+            break
+        time.sleep(POLL)
     sys.stderr.write(json.dumps(state_of(folder, job, hang=True)) + "\n")
 
 
 def stop(folder, job):
-    pid = daemon_pid(folder, job)
-    if pid is not None:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_WAIT
-        while daemon_pid(folder, job) is not None and time.monotonic() < deadline:
-            time.sleep(POLL)
-    sys.stdout.write(json.dumps(dict(state_of(folder, job), was_running=pid is not None)) + "\n")
+    alive = Alive(folder, job)
+    was_running = alive()
+    if alive.batch and was_running:
+        with open(os.path.join(folder, "stop"), "w"):
+            pass
+        slurm(["scancel", str(alive.batch)])
+    elif was_running:
+        with contextlib.suppress(OSError, TypeError):  # gone meanwhile: nothing to stop
+            os.kill(daemon_pid(folder, job), signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT
+    while was_running and alive() and time.monotonic() < deadline:
+        time.sleep(POLL)
+    sys.stdout.write(json.dumps(dict(state_of(folder, job), was_running=was_running)) + "\n")
 
 
 def main(argv):

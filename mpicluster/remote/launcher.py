@@ -27,6 +27,7 @@ import base64
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -167,6 +168,8 @@ def detach(spec, cwd, env, home):
     except OSError as exc:
         sys.stderr.write("mpicluster: cannot keep the job in %s: %s\n" % (folder, exc))
         return 2
+    if "sbatch" in spec["detach"]:
+        return submit(spec, cwd, env, folder, record)
     sys.stdout.flush()
     sys.stderr.flush()
     reader, writer = os.pipe()
@@ -192,6 +195,55 @@ def detach(spec, cwd, env, home):
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+#: The batch script: srun's command, then how it ended (exit.json, written whole).
+BATCH = """#!/bin/sh
+# mpicluster run --detach: job %(job)s
+%(argv)s
+code=$?
+printf '{"code": %%d, "status": %%d, "ended": %%s}\\n' "$code" "$code" "$(date +%%s)" \\
+  > %(exit)s.part && mv %(exit)s.part %(exit)s
+exit "$code"
+"""
+
+
+def batch_script(job, argv, exit_json):
+    """job.sh's text: `argv` run, then its end written to `exit_json`."""
+    words = " ".join(shlex.quote(word) for word in argv)
+    return BATCH % {"job": job, "argv": words, "exit": shlex.quote(exit_json)}
+
+
+def submit(spec, cwd, env, folder, record):
+    """The job as a Slurm batch job (sbatch): its id into job.json, then printed."""
+    script = os.path.join(folder, "job.sh")
+    with open(script, "w") as out:
+        out.write(batch_script(spec["job"], spec["argv"], os.path.join(folder, "exit.json")))
+    os.chmod(script, 0o700)
+    command = ["sbatch", "--parsable", "--job-name=mpicluster-" + spec["job"]]
+    command += ["--output=" + os.path.join(folder, "output.log"), "--open-mode=append"]
+    command += ["--chdir=" + cwd, *spec["detach"]["sbatch"], script]
+    try:
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        sys.stderr.write("mpicluster: sbatch: %s\n" % exc)
+        return 127
+    said = done.stdout.decode("utf-8", "replace").strip().split(";")[0]
+    if done.returncode != 0 or not said.isdigit():
+        sys.stderr.write(done.stderr.decode("utf-8", "replace") or "sbatch said %r\n" % said)
+        return done.returncode or 1
+    write_json(os.path.join(folder, "job.json"), dict(record, slurm=int(said)))
+    answer = {"job": spec["job"], "slurm": int(said), "folder": folder}
+    sys.stdout.write(json.dumps(answer) + "\n")
+    return 0
 
 
 def daemon(spec, cwd, env, folder, writer):

@@ -40,8 +40,9 @@ def show_started(
     if as_json:
         display.json(found.to_dict() | {"setup": setup.to_dict() if setup else None})
         return
+    how = f"is queued as Slurm job {found.slurm}" if found.slurm else "runs detached"
     display.success(
-        f"job {found.id} runs detached on {found.ranks} rank(s), from {found.node} "
+        f"job {found.id} {how} on {found.ranks} rank(s), from {found.node} "
         f"(its output: {found.node}:{found.log})"
     )
     display.detail(f"  follow it: mpicluster logs {inventory} {found.id} --follow")
@@ -68,7 +69,7 @@ def show_jobs(
         [
             j.id,
             j.node,
-            j.state,
+            _state(j),
             "" if j.exit_code is None else str(j.exit_code),
             when(j.started),
             duration(j.seconds),
@@ -79,6 +80,15 @@ def show_jobs(
     ]
     columns = ["job", "head", "state", "exit", "started", "ran", "ranks", "command"]
     display.table(f"Detached jobs on {cluster}", columns, rows)
+
+
+def _state(found: DetachedJob) -> str:
+    """The job's state; a Slurm job's id and, where it differs, Slurm's word for it."""
+    if found.slurm is None:
+        return found.state
+    said = found.slurm_state.lower()
+    also = f", {said}" if said and said != found.state else ""
+    return f"{found.state} (Slurm {found.slurm}{also})"
 
 
 def _short(text: str) -> str:
@@ -106,16 +116,23 @@ def show_log_end(
         return
     if found.running:
         display.info(
-            f"job {found.id} is running ({duration(found.seconds)} so far): "
+            f"job {found.id} is {_state(found)} ({duration(found.seconds)} so far): "
             f"`mpicluster logs {inventory} {found.id} --follow` follows it"
         )
         return
     if found.state == "lost":
+        gone = (
+            f"Slurm no longer knows job {found.slurm}"
+            if found.slurm
+            else f"its launcher on {found.node} is gone"
+        )
         display.failure(
-            f"job {found.id}: its launcher on {found.node} is gone and no end was recorded "
+            f"job {found.id}: {gone} and no end was recorded "
             "(the node restarted, or the launcher was killed)"
         )
         return
+    if found.slurm_state and found.slurm_state not in ("COMPLETED", "FAILED"):
+        display.warning(f"job {found.id}: Slurm ended it as {found.slurm_state}")
     if found.hang is not None:
         show_hang(display, found.hang, found.hang_timeout)
     if collected is not None:

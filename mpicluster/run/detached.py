@@ -7,6 +7,11 @@ outlives the `run` that started it and this machine. Its folder on the head
 (~/.local/state/mpicluster/jobs/JOB, read by remote/jobs.py) is the job's record:
 any machine with the inventory finds it, since `jobs` asks every node at once.
 
+With a scheduler (`--via slurm`) the job is a Slurm batch job instead, submitted with
+sbatch on the job's first node (where Slurm runs its batch script); its folder there
+has the same files, and its state is Slurm's (remote/jobs.py asks squeue/scontrol):
+queued, running, then as above; `stop` is scancel.
+
 Nothing here prints.
 """
 
@@ -42,8 +47,8 @@ ENDED = ("done", "failed", "stopped", "hung")
 
 @dataclass
 class DetachedJob:
-    """A detached job as its head's record says (`state`: running, done, failed,
-    stopped, hung, or lost: no daemon and no end recorded)."""
+    """A detached job as its head's record says (`state`: queued (Slurm's), running,
+    done, failed, stopped, hung, or lost: no daemon and no end recorded)."""
 
     id: str
     node: str  # its head, where its folder is
@@ -62,6 +67,8 @@ class DetachedJob:
     hang_timeout: float | None = None
     hang: hang_report.HangReport | None = None
     was_running: bool | None = None  # for `stop`: whether there was a job to stop
+    slurm: int | None = None  # its Slurm job id (a batch job)
+    slurm_state: str = ""  # as squeue or scontrol said it
 
     @classmethod
     def from_answer(cls, node: str, answer: Mapping) -> DetachedJob:
@@ -83,6 +90,8 @@ class DetachedJob:
             collect=answer.get("collect"),
             hang_timeout=answer.get("hang_timeout"),
             was_running=answer.get("was_running"),
+            slurm=answer.get("slurm"),
+            slurm_state=str(answer.get("slurm_state") or ended.get("slurm_state") or ""),
         )
         hang = answer.get("hang")
         if isinstance(hang, dict) and isinstance(hang.get("nodes"), dict):
@@ -91,7 +100,8 @@ class DetachedJob:
 
     @property
     def running(self) -> bool:
-        return self.state == "running"
+        """Not ended yet (queued counts: it will run)."""
+        return self.state in ("running", "queued")
 
     @property
     def seconds(self) -> float | None:
@@ -147,9 +157,10 @@ def start(
             "collect": collect,
             "hang_timeout": hang_timeout,
         }
-        detached: dict[str, object] = {
-            "detach": {"folder": f"{layout.DETACHED_JOBS}/{job_id}", "record": record}
-        }
+        folder = {"folder": f"{layout.DETACHED_JOBS}/{job_id}", "record": record}
+        if planned.via == "slurm":
+            folder["sbatch"] = launch.allocation(planned.placement)
+        detached: dict[str, object] = {"detach": folder}
         if hang_timeout is not None:
             detached["hang"] = {
                 "timeout": hang_timeout,
@@ -169,8 +180,10 @@ def start(
         answer = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise MpiclusterError(f"{head.name}: the launcher did not say the job runs") from None
-    found = DetachedJob.from_answer(head.name, record | {"id": job_id, "state": "running"})
+    state = "queued" if answer.get("slurm") else "running"
+    found = DetachedJob.from_answer(head.name, record | {"id": job_id, "state": state})
     found.log, found.started = f"{answer.get('folder', '')}/output.log", time.time()
+    found.slurm = answer.get("slurm")
     return found
 
 
@@ -219,7 +232,8 @@ def follow(
     """The job's output from its start through `on_line` (with `wait`, until it ends);
     then its state, and its result as `run` would have shown it."""
     node = _node(plan, found.node)
-    streams = Streams(on_line, found.node_of, " " if found.mpi_major >= 5 else "")
+    sep = " " if found.mpi_major >= 5 else ""
+    streams = Streams(on_line, found.node_of, sep, slurm=found.slurm is not None)
     with job.connected(plan, node) as client:
         channel = client.get_transport().open_session()
         channel.exec_command(jobs_command("follow", found.id, "1" if wait else "0"))

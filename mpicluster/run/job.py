@@ -87,8 +87,12 @@ class JobResult:
 
 
 def head_node(plan: ClusterPlan, options: RunOptions) -> Node:
-    """Where mpirun runs: the first node of --hosts, else the inventory's first."""
+    """Where mpirun runs: the first node of --hosts, else the inventory's first. srun
+    and sbatch run on the job's first node in the inventory's order: Slurm's, where it
+    runs a batch job's script (a detached job's folder is there)."""
     launch.check_hosts(plan.inventory, options.hosts)
+    if options.via == "slurm":
+        return job_nodes(plan, options)[0]
     if options.hosts:
         return next(n for n in plan.nodes if n.name == options.hosts[0])
     return plan.nodes[0]

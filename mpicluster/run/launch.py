@@ -337,6 +337,18 @@ def torchrun_per_node(
     return ["sh", "-c", script, "sh", *options.program]
 
 
+def allocation(where: Mapping[str, int]) -> list[str]:
+    """srun's and sbatch's options for these nodes with as many ranks on each (the
+    caller has checked that)."""
+    ranks = sum(where.values())
+    return [
+        f"--nodes={len(where)}",
+        f"--nodelist={','.join(where)}",
+        f"--ntasks-per-node={ranks // len(where)}",
+        f"--ntasks={ranks}",
+    ]
+
+
 def _srun(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict) -> Launch:
     """The job as a Slurm job step: srun allocates the nodes (waiting in the queue when
     they are busy) and starts the ranks, wired up by PMIx. A rank that fails ends the
@@ -352,10 +364,7 @@ def _srun(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict
     argv = [
         "srun",
         "--mpi=pmix",
-        f"--nodes={len(where)}",
-        f"--nodelist={','.join(where)}",
-        f"--ntasks-per-node={per_node}",
-        f"--ntasks={ranks}",
+        *allocation(where),
         "--kill-on-bad-exit=1",
         "--label",
         "--job-name=mpicluster-run",

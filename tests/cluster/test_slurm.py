@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 
 import pytest
 
@@ -32,7 +33,7 @@ NODES = ["node1", "node2", "node3"]
 #: installs for itself), there before up (see the module's docstring).
 PRESENT = (
     "openssh-client rsync procps iproute2 python3 python3-apt openmpi-bin libopenmpi-dev "
-    "python3-mpi4py"
+    "python3-mpi4py iperf3"
 )
 STEPS = ["munge", "ping", "nodes", "srun", "pmix", "sbatch"]
 #: Every path of the node's own filesystem with its mode, owner, size (and sha256 under
@@ -44,7 +45,8 @@ SKIP = ("/proc", "/sys", "/dev", "/tmp", "/var/cache", "/var/lib/apt", "/var/lib
         "/var/log/apt", "/var/log/dpkg.log", "/var/log/alternatives.log",
         "/var/log/lastlog", "/var/log/wtmp", "/var/log/btmp", "/run/utmp", "/run/sshd",
         "/root/.ansible", "/home/vagrant/.ansible", "/home/vagrant/.ssh",
-        "/etc/ld.so.cache", "/root/.cache", "/home/vagrant/.cache")
+        "/etc/ld.so.cache", "/root/.cache", "/home/vagrant/.cache",
+        "/home/vagrant/.local")  # detached jobs' folders: the user's, down leaves them
 lines = []
 for root, dirs, files in os.walk("/"):
     dirs[:] = sorted(d for d in dirs if os.path.join(root, d) not in SKIP
@@ -251,6 +253,74 @@ def test_a_failing_rank_ends_the_slurm_job_and_is_named(inventory):
     assert (result["failed_rank"], result["failed_node"]) == (1, "node2"), result
     assert any("rank 1 gives up" in line for line in result["tail"]), result
     assert result["seconds"] < 120
+
+
+#: Every rank says where it runs, waits for the others, then rank 1 raises.
+FAILS_LATER = (
+    "import os, time; from mpi4py import MPI; c = MPI.COMM_WORLD; "
+    "print('rank', c.Get_rank(), 'on', os.environ['SLURMD_NODENAME'], flush=True); "
+    "time.sleep(3); c.Barrier(); assert c.Get_rank() != 1, 'rank 1 gives up'; c.Barrier()"
+)
+WAITS = "import time; print('waiting', flush=True); time.sleep(600)"
+
+
+def cli_json(command: str, inventory, *args: str, timeout: float = 240):
+    """The command's JSON (with `logs`, the job's own output, its ranks' tracebacks
+    included, is on stderr)."""
+    done = mpicluster(command, str(inventory), "--json", *args, check=False, timeout=timeout)
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def job_processes(cluster, node: str, job_id: str) -> int:
+    """The job's processes on the node (its id is in their environment)."""
+    command = f"grep -l MPICLUSTER_JOB={job_id} /proc/[0-9]*/environ 2>/dev/null; true"
+    return len(podman_exec(cluster, node, command).stdout.split())
+
+
+def test_a_detached_job_is_a_slurm_batch_job_that_logs_follows_to_its_end(cluster, inventory):
+    code, started, err = cli_json(
+        "run", inventory, "--detach", "--per-node", "1", "--", "python3", "-c", FAILS_LATER
+    )
+    assert code == 0, err[-3000:]
+    job_id, slurm_id = started["id"], started["slurm"]
+    assert slurm_id > 0 and started["node"] == "node1", started
+    code, listed, _ = cli_json("jobs", inventory)
+    (found,) = [j for j in listed["jobs"] if j["id"] == job_id]
+    assert found["slurm"] == slurm_id and found["state"] in ("queued", "running", "failed")
+    code, end, err = cli_json("logs", inventory, job_id, "--follow")
+    result = end["result"]
+    assert end["state"] == "failed" and code == result["exit_code"] != 0, err[-3000:]
+    assert (result["failed_rank"], result["failed_node"]) == (1, "node2"), result
+    for rank in range(3):
+        assert f"rank {rank} on node{rank + 1}" in err, err[-3000:]
+    # Slurm's own record says the same, and the job's folder is on the batch host
+    shown = podman_exec(cluster, "node1", f"scontrol show job -o {slurm_id}").stdout
+    assert "JobState=FAILED" in shown and "BatchHost=node1" in shown, shown
+
+
+def test_stop_cancels_a_detached_slurm_job_and_leaves_no_process(cluster, inventory):
+    code, started, err = cli_json(
+        "run", inventory, "--detach", "--per-node", "1", "--", "python3", "-c", WAITS
+    )
+    assert code == 0, err[-3000:]
+    job_id, slurm_id = started["id"], started["slurm"]
+    try:
+        deadline = time.monotonic() + 120
+        while sum(job_processes(cluster, n, job_id) > 0 for n in NODES) < len(NODES):
+            assert time.monotonic() < deadline, "the job's ranks did not start on every node"
+            time.sleep(1)
+        code, listed, _ = cli_json("jobs", inventory)
+        (found,) = [j for j in listed["jobs"] if j["id"] == job_id]
+        assert (found["state"], found["slurm_state"]) == ("running", "RUNNING"), found
+    finally:
+        code, stopped, err = cli_json("stop", inventory, job_id)
+    assert code == 0 and (stopped["state"], stopped["was_running"]) == ("stopped", True), err
+    assert {n: job_processes(cluster, n, job_id) for n in NODES} == dict.fromkeys(NODES, 0)
+    queued = podman_exec(cluster, "node1", f"squeue -h -j {slurm_id} -o %T; true").stdout
+    assert queued.strip() in ("", "CANCELLED"), queued
+    code, end, err = cli_json("logs", inventory, job_id)
+    assert code == 130 and end["result"]["stopped"] and "waiting" in err, err[-3000:]
 
 
 def test_up_without_the_scheduler_takes_slurm_back(cluster, inventory, before):

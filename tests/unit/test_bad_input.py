@@ -289,6 +289,12 @@ CASES = [
         "error",
         "no node 'n1;reboot'",
     ),
+    (
+        "run-detach-slurm-hang-timeout",
+        ["run", "{inv}", "--via", "slurm", "--detach", "--hang-timeout", "60", "--", "true"],
+        "error",
+        "a detached Slurm job ends at its time limit",
+    ),
     # the detached jobs' commands: an id is checked before any node is asked
     ("logs-id-hostile", ["logs", "{inv}", "../../x;id"], "error", "is not a job id"),
     ("logs-id-short", ["logs", "{inv}", "abc"], "error", "is not a job id"),

@@ -25,6 +25,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ import pytest
 from mpicluster import remote
 from mpicluster.cluster.inventory import InventoryError, load_inventory, parse_inventory
 from mpicluster.cluster.plan import ClusterPlan
+from tests.shipped import load
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,6 +53,7 @@ REGISTRY = {
     "mpicluster.run.job:<module>": "test_head_facts_command_is_constant",
     "mpicluster.run.job:remote_command": "test_launcher_runs_program_and_env_intact",
     "mpicluster.run.detached:jobs_command": "test_jobs_command_keeps_hostile_words_whole",
+    "mpicluster.remote.launcher:batch_script": "test_batch_script_keeps_hostile_words_whole",
     "mpicluster.run.job_env:install_command": "test_job_env_install_runs_paths_and_pins_intact",
     "mpicluster.run.job_env:_look": "test_job_env_install_runs_paths_and_pins_intact",
     "mpicluster.run.launch:Launch.command": "test_dry_run_command_splits_back",
@@ -1150,3 +1153,27 @@ def test_collect_brings_back_a_hostile_path_through_rsync(tmp_path, monkeypatch,
         assert back.read_text() == value
     got = collecting.collect(plan, plan.nodes, "not-there", "run", "gone")
     assert got.nodes["n1"].missing and got.nodes["n1"].ok
+
+
+def test_batch_script_keeps_hostile_words_whole(tmp_path):
+    """job.sh as sbatch runs it: srun's command (here a stand-in program given hostile
+    words), then exit.json with its code, written aside and renamed, in a folder whose
+    name a shell would split."""
+    folder = tmp_path / "jobs" / "a folder; with $pace `id` 'q'"
+    folder.mkdir(parents=True)
+    exit_json = folder / "exit.json"
+    script = tmp_path / "job.sh"
+    hostile = ["$(touch pwned)", "a;b", "it's", '"q"', "line\nbreak", "*", "`id`"]
+    program = "import sys; print(sys.argv[1:]); sys.exit(7)"
+    text = load("launcher").batch_script(
+        "0123456789ab", [sys.executable, "-c", program, *hostile], str(exit_json)
+    )
+    script.write_text(text)
+    done = subprocess.run(
+        ["/bin/sh", str(script)], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert (done.returncode, done.stdout) == (7, f"{hostile}\n"), done.stderr
+    ended = json.loads(exit_json.read_text())
+    assert (ended["code"], ended["status"]) == (7, 7) and ended["ended"] > time.time() - 60
+    assert sorted(p.name for p in folder.iterdir()) == ["exit.json"]
+    assert not (tmp_path / "pwned").exists()

@@ -161,3 +161,42 @@ def test_the_list_tells_a_lost_job_and_leaves_other_folders_alone(home):
     assert jobs(home, "follow", "ffffffffffff", "0").returncode == 3
     assert jobs_py.JOB_ID.pattern == detached.JOB_ID.pattern
     assert jobs_py.FOLDER.endswith("/" + layout.DETACHED_JOBS)
+
+
+def test_a_slurm_job_slurm_cannot_tell_of_is_lost_not_running(home):
+    """No squeue answers (here: none installed): a batch job with no end recorded is lost;
+    with job.sh's exit.json it is what that says, and a stop file makes it stopped."""
+    folder = home / layout.DETACHED_JOBS / "0123456789ab"
+    folder.mkdir(parents=True)
+    (folder / "job.json").write_text(json.dumps({"program": ["train.py"], "slurm": 41}))
+    found = state(home, "0123456789ab")
+    assert (found["state"], found["slurm"], found["pid"]) == ("lost", 41, None)
+    (folder / "exit.json").write_text(json.dumps({"code": 0, "status": 0, "ended": 1.0}))
+    assert state(home, "0123456789ab")["state"] == "done"
+    (folder / "stop").write_text("")
+    stopped = state(home, "0123456789ab")
+    assert (stopped["state"], stopped["exit"]["code"]) == ("stopped", 130)
+    told = detached.DetachedJob.from_answer("n1", stopped)
+    assert (told.slurm, told.running) == (41, False)
+
+
+def test_a_slurm_job_is_submitted_from_its_first_node_in_the_inventorys_order():
+    from mpicluster.cluster.inventory import parse_inventory
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.run.launch import RunOptions, allocation
+
+    inv = parse_inventory(
+        "cluster: t\nssh: {user: mpi}\nscheduler: {type: slurm}\n"
+        "nodes: [{name: n1}, {name: n2}, {name: n3}]\n"
+    )
+    plan = ClusterPlan.of(inv)
+    hosts = ("n3", "n2")
+    assert job.head_node(plan, RunOptions(program=("x",), hosts=hosts)).name == "n3"
+    slurm = RunOptions(program=("x",), hosts=hosts, via="slurm")
+    assert job.head_node(plan, slurm).name == "n2"  # where Slurm runs the batch script
+    assert allocation({"n2": 2, "n3": 2}) == [
+        "--nodes=2",
+        "--nodelist=n2,n3",
+        "--ntasks-per-node=2",
+        "--ntasks=4",
+    ]
