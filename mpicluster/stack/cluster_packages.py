@@ -10,7 +10,10 @@ stack's (its packages visible, the cluster's on top): no node downloads anything
 A requirement that asks for another version of one of the stack's packages is refused
 before anything is downloaded or installed, naming both; one whose dependencies do
 (pandas asking for an older numpy, say) is refused with pip's own account of the
-conflict. Only wheels are taken: a package that comes only as source is named.
+conflict. A package that comes only as source (an sdist) is downloaded (its sha256 in
+the manifest) and built once, here, into a wheel the resolution then takes with its
+dependencies; the built wheel must be pure Python (the same on every node): one that
+compiles is refused, named, since this machine is not the nodes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,7 +143,7 @@ def resolve(
     folder.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=".cluster-", dir=folder.parent))
     try:
-        _download(fresh, platform, lines, pins, index_url)
+        sources = _download_building_sources(fresh, platform, lines, pins, index_url, progress)
         install = {}
         for wheel in sorted(fresh.glob("*.whl")):
             name, version = wheel_name_version(wheel.name) or ("", "")
@@ -148,7 +152,7 @@ def resolve(
             else:
                 install[name] = version
         files = {p.name: sha256_of(p) for p in sorted(fresh.glob("*.whl"))}
-        record = {"asked": asked, "files": files, "install": install}
+        record = {"asked": asked, "files": files, "install": install, "sources": sources}
         (fresh / "manifest.json").write_text(json.dumps(record, indent=2) + "\n")
         shutil.rmtree(folder, ignore_errors=True)
         fresh.rename(folder)
@@ -157,21 +161,119 @@ def resolve(
     return ClusterPackages(folder, tuple(lines), files, install)
 
 
-def _download(
-    into: Path, platform: Platform, lines: list[str], pins: dict[str, str], index_url: str | None
-) -> None:
-    """pip download of `lines` for the nodes' platform, the stack's packages pinned (pip
-    fails on a conflict; its words say which)."""
+#: The most packages that come only as source one resolution builds
+MAX_SOURCES = 20
+
+
+class _NoWheel(Exception):
+    def __init__(self, requirement: str) -> None:
+        super().__init__(requirement)
+        self.requirement = requirement
+
+
+def _download_building_sources(
+    into: Path,
+    platform: Platform,
+    lines: list[str],
+    pins: dict[str, str],
+    index_url: str | None,
+    progress: Progress,
+) -> dict[str, str]:
+    """pip download of `lines`' wheels into `into`; each package with no wheel built
+    here from its sdist (pure Python only) and offered to pip beside the index. The
+    sdists taken: file name -> sha256."""
+    built = into / ".built"
+    sources: dict[str, str] = {}
+    for _ in range(MAX_SOURCES + 1):
+        try:
+            _download(into, platform, lines, pins, index_url, built)
+            break
+        except _NoWheel as missing:
+            if len(sources) == MAX_SOURCES:
+                raise UsageError(
+                    f"python.requirements: more than {MAX_SOURCES} packages come only as "
+                    "source; nothing was installed"
+                ) from None
+            progress(f"Building {missing.requirement} from its source (no wheel on the index)")
+            name, digest = _build_source(into, missing.requirement, pins, index_url, built)
+            sources[name] = digest
+    shutil.rmtree(built, ignore_errors=True)
+    return sources
+
+
+def _build_source(
+    into: Path, requirement: str, pins: dict[str, str], index_url: str | None, built: Path
+) -> tuple[str, str]:
+    """The sdist of `requirement` (the stack's pins held), built into a wheel in
+    `built`; a wheel that is not pure Python is refused. (sdist's name, its sha256)."""
+    source = into / ".source"
+    shutil.rmtree(source, ignore_errors=True)
+    extra = ["--extra-index-url", index_url] if index_url else []
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    constraints = _constraints(into, pins)
+    download = [*pip, "download", "--no-deps", "--no-binary", ":all:", "--dest", str(source)]
+    download += ["--constraint", str(constraints), "--progress-bar", "off", *extra]
+    fetched = proc.run([*download, requirement], check=False)
+    sdists = sorted(source.glob("*")) if fetched.returncode == 0 else []
+    if not sdists:
+        raise UsageError(
+            f"python.requirements: {requirement} has neither a wheel for the nodes' Python "
+            f"nor a source on the index ({telling_line(fetched.output)}); nothing was installed"
+        )
+    made = proc.run(
+        [*pip, "wheel", "--no-deps", "--wheel-dir", str(source / "wheel"), *extra, str(sdists[0])],
+        check=False,
+    )
+    wheel = next(iter(sorted((source / "wheel").glob("*.whl"))), None)
+    if made.returncode != 0 or wheel is None:
+        raise UsageError(
+            f"python.requirements: {sdists[0].name} (no wheel on the index) did not build: "
+            f"{telling_line(made.output)}; nothing was installed"
+        )
+    if not wheel.name.endswith("-none-any.whl"):
+        raise UsageError(
+            f"python.requirements: {requirement} comes only as source and compiles "
+            f"({wheel.name}); mpicluster builds only pure-Python sources (on this machine, "
+            "not the nodes): pin a version with a wheel for the nodes; nothing was installed"
+        )
+    built.mkdir(exist_ok=True)
+    shutil.move(str(wheel), built / wheel.name)
+    taken = (sdists[0].name, sha256_of(sdists[0]))
+    shutil.rmtree(source)
+    return taken
+
+
+def _constraints(into: Path, pins: dict[str, str]) -> Path:
     constraints = into / ".constraints.txt"
     constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
+    return constraints
+
+
+def _download(
+    into: Path,
+    platform: Platform,
+    lines: list[str],
+    pins: dict[str, str],
+    index_url: str | None,
+    built: Path,
+) -> None:
+    """pip download of `lines` for the nodes' platform, the stack's packages pinned (pip
+    fails on a conflict; its words say which), the wheels built from source in `built`
+    offered beside the index (_NoWheel names a package with neither)."""
+    constraints = _constraints(into, pins)
     wanted = into / ".requirements.txt"
     wanted.write_text("".join(f"{line}\n" for line in lines))
     argv = wheels.download_argv(into, platform, index_url)
     argv += ["--constraint", str(constraints), "--requirement", str(wanted)]
+    if built.is_dir():
+        argv += ["--find-links", str(built)]
     done = proc.run(argv, check=False)
     constraints.unlink()
     wanted.unlink()
     if done.returncode != 0:
+        missing = re.search(r"No matching distribution found for (\S+)", done.output)
+        if missing and "ResolutionImpossible" not in done.output:
+            raise _NoWheel(missing.group(1))
         raise _refusal(done.output, platform)
 
 

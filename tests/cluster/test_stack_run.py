@@ -544,8 +544,9 @@ REGISTRY_RULE = (
 )
 #: Each package's version, from the stack's Python (python -c, on every rank).
 IMPORTS = (
-    "import socket, dateutil, msgpack, numpy\n"
-    "print('imports', socket.gethostname(), dateutil.__version__, msgpack.version, flush=True)\n"
+    "import socket, dateutil, docopt, msgpack, numpy\n"
+    "print('imports', socket.gethostname(), dateutil.__version__, docopt.__version__,\n"
+    "      msgpack.version, flush=True)\n"
 )
 
 
@@ -599,13 +600,14 @@ def test_a_jobs_own_packages_are_made_once_per_node_and_reused(ready, tmp_path):
 
 
 def test_the_clusters_packages_install_offline_beside_the_stack(ready, tmp_path):
-    """python.requirements: a pure-Python package and one with a compiled wheel,
-    resolved here with the stack's packages pinned, installed on every node with no
-    byte to a registry (an iptables counter on each node), imported by every rank; a
-    second up is a no-op; a pin against the stack's numpy is refused before anything
-    changes; a changed list installs the difference; an emptied one takes them back."""
+    """python.requirements: a pure-Python package, one with a compiled wheel and one
+    that comes only as source (docopt: built here, once), resolved here with the stack's
+    packages pinned, installed on every node with no byte to a registry (an iptables
+    counter on each node), imported by every rank; a second up is a no-op; a pin against
+    the stack's numpy is refused before anything changes; a changed list installs the
+    difference; an emptied one takes them back."""
     cluster, nodes = ready["cluster"], ready["nodes"]
-    wanted = ["python-dateutil==2.9.0.post0", "msgpack==1.1.0"]
+    wanted = ["python-dateutil==2.9.0.post0", "msgpack==1.1.0", "docopt==0.6.2"]
     inventory = with_python(ready, tmp_path / "packages.yaml", {"requirements": wanted})
     for node in nodes:
         cluster.ssh(node, f"sudo iptables -I {REGISTRY_RULE}")
@@ -617,13 +619,13 @@ def test_the_clusters_packages_install_offline_beside_the_stack(ready, tmp_path)
             cluster.ssh(node, f"sudo iptables -D {REGISTRY_RULE}", check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     (plan,) = [line for line in done.stderr.splitlines() if "The cluster's packages " in line]
-    assert "msgpack 1.1.0, python-dateutil 2.9.0.post0, six " in plan, plan  # six: dateutil's
+    assert "docopt 0.6.2, msgpack 1.1.0, python-dateutil 2.9.0.post0, six " in plan, plan
     assert plan.endswith(f"to install on {', '.join(nodes)}"), plan
     assert counted == dict.fromkeys(nodes, 0), counted
     ran = mpicluster("run", str(inventory), "--", "python", "-c", IMPORTS, check=False)
     assert ran.returncode == 0, ran.stderr[-3000:]
     for node in nodes:
-        assert f"imports {node} 2.9.0.post0 (1, 1, 0)" in ran.stdout, ran.stdout
+        assert f"imports {node} 2.9.0.post0 0.6.2 (1, 1, 0)" in ran.stdout, ran.stdout
     again = json.loads(mpicluster("up", str(inventory), "--json").stdout)
     assert again["path"] == "unchanged", again["why"]
     # another numpy than the stack's: refused before any change, both pins named

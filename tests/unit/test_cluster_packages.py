@@ -155,7 +155,7 @@ def test_pip_resolves_for_the_nodes_platform_and_names_a_conflict_it_finds(tmp_p
         )
     assert "conflict with the stack's packages" in raised.value.message
     assert "urllib3" in raised.value.message and "nothing was installed" in raised.value.message
-    with pytest.raises(UsageError, match="has no wheel for the nodes' Python"):
+    with pytest.raises(UsageError, match="has neither a wheel for the nodes' Python nor a"):
         cluster_packages.resolve(
             tmp_path, platform, ["no-such-project-mpicluster-test==1.0"], {}, said.append
         )
@@ -254,3 +254,25 @@ def test_an_archives_sha256_is_taken_once_and_kept_beside_it(tmp_path):
     kept = archive.with_name(archive.name + ".sha256")
     kept.write_text("kept\n")  # read back, not taken again
     assert wheels.archive_sha256(archive) == "kept"
+
+
+def test_a_package_with_only_a_source_is_built_once_here_and_a_compiled_one_refused(tmp_path):
+    """docopt 0.6.2 is on PyPI only as an sdist (pure Python): built here into a wheel the
+    nodes install, its sdist's sha256 kept; simplejson 3.0.0 (an sdist with C code)
+    would build for this machine, not the nodes: refused, named."""
+    platform = Platform.for_wheels("3.11", "x86_64")
+    said: list[str] = []
+    found = cluster_packages.resolve(tmp_path, platform, ["docopt==0.6.2"], {}, said.append)
+    assert found.install == {"docopt": "0.6.2"}
+    (wheel,) = found.files
+    assert wheel.startswith("docopt-0.6.2-") and wheel.endswith("-none-any.whl")
+    manifest = json.loads((found.path / "manifest.json").read_text())
+    assert list(manifest["sources"]) == ["docopt-0.6.2.tar.gz"]
+    assert len(manifest["sources"]["docopt-0.6.2.tar.gz"]) == 64
+    kept = sorted(p.name for p in found.path.iterdir() if not p.name.startswith("."))
+    assert kept == sorted([wheel, "manifest.json"])  # no sdist, no build folder left
+    assert any("Building docopt==0.6.2 from its source" in line for line in said), said
+    with pytest.raises(UsageError, match=r"simplejson==3\.0\.0 comes only as source and compiles"):
+        cluster_packages.resolve(
+            tmp_path / "compiled", platform, ["simplejson==3.0.0"], {}, said.append
+        )
