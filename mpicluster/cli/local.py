@@ -43,6 +43,13 @@ def local_up(
     cuda_home: Annotated[Path, typer.Option(help="The CUDA toolkit --cuda shares.")] = Path(
         "/usr/local/cuda"
     ),
+    release: Annotated[
+        str,
+        typer.Option(
+            help="Each node's Debian: bookworm (12) or trixie (13), one for every node or "
+            "one per node, e.g. bookworm,trixie,trixie (a mixed cluster).",
+        ),
+    ] = "bookworm",
 ) -> None:
     """Start (or update) the local cluster and write its inventory."""
     from mpicluster.local import cluster
@@ -55,6 +62,7 @@ def local_up(
             nodes=nodes,
             subnet=subnet,
             provider=provider,
+            releases=tuple(r.strip() for r in release.split(",")),
             cuda=str(cuda_home.resolve()) if cuda else None,
         )
         target = inventory or Path("inventories") / f"{name}.yaml"

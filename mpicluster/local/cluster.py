@@ -63,6 +63,18 @@ class LocalCluster:
         }
 
 
+def _same_releases(previous: LocalSpec, spec: LocalSpec) -> None:
+    """A running node keeps its release (its container is not made again)."""
+    for node, was, now in zip(
+        previous.node_names, previous.node_releases, spec.node_releases, strict=False
+    ):
+        if was != now:
+            raise UsageError(
+                f"local cluster {spec.name!r}: {node} runs {was}, not {now}",
+                hint="run `mpicluster local down` first to change a node's release",
+            )
+
+
 def start(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalCluster:
     """Start (or update) the local cluster and write its inventory."""
     started = time.monotonic()
@@ -70,6 +82,8 @@ def start(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalClu
     host.ensure_tools(spec.provider, progress)
     env = host.podman_env()
     previous = LocalSpec.saved(spec.name)
+    if previous:
+        _same_releases(previous, spec)
     if previous and (previous.subnet, previous.provider, previous.cuda) != (
         spec.subnet,
         spec.provider,
@@ -93,8 +107,9 @@ def start(spec: LocalSpec, inventory_path: Path, progress: Progress) -> LocalClu
         host.ensure_neighbour_table(spec.nodes, progress)
         if podman.ensure_network(spec.network_name, spec.subnet):
             progress(f"Created Podman network {spec.network_name} ({spec.subnet})")
-        if not image.image_is_current(spec.image, env):
-            image.build_image(spec.image, env, progress)
+        for release, wanted in dict(zip(spec.node_releases, spec.images, strict=True)).items():
+            if not image.image_is_current(wanted, release, env):
+                image.build_image(wanted, release, env, progress)
     spec.save()
     progress(f"Starting {spec.nodes} node(s) with vagrant up --provider={spec.provider}")
     vagrant.up(_vagrant_lines(progress))
@@ -128,8 +143,9 @@ def destroy(name: str, purge_image: bool, progress: Progress) -> list[str]:
         removed.append(f"{len(leftovers)} leftover container(s)" if leftovers else "nodes")
         if podman.remove_network(spec.network_name):
             removed.append(f"network {spec.network_name}")
-        if purge_image and podman.remove_image(spec.image):
-            removed.append(f"image {spec.image}")
+        for made in dict.fromkeys(spec.images) if purge_image else ():
+            if podman.remove_image(made):
+                removed.append(f"image {made}")
     directory = local_dir(name)
     if directory.exists():
         shutil.rmtree(directory)

@@ -1,6 +1,6 @@
 """Build the local cluster's node image from Debian's archive (no registry is needed).
 
-The image is a debootstrapped Debian bookworm with sshd, sudo, python3 and a
+The image is a debootstrapped Debian (bookworm or trixie) with sshd, sudo, python3 and a
 `vagrant` user holding Vagrant's insecure public key (Vagrant swaps it for a
 per-node key on first boot). It holds no SSH host keys: every node makes its
 own when it starts, so nodes are told apart by their keys as real machines are.
@@ -21,7 +21,6 @@ from mpicluster.util.paths import state_dir
 
 Progress = Callable[[str], None]
 
-SUITE = "bookworm"
 PACKAGES = [
     "openssh-server",
     "python3",
@@ -61,9 +60,9 @@ INSECURE_KEY_GLOBS = [
 ]
 
 
-def recipe_digest() -> str:
+def recipe_digest(suite: str) -> str:
     """Changes whenever the image recipe does, so an old image gets rebuilt."""
-    text = "\n".join([SUITE, *PACKAGES, NODE_INIT, SSHD_CONFIG, "recipe-v1"])
+    text = "\n".join([suite, *PACKAGES, NODE_INIT, SSHD_CONFIG, "recipe-v1"])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -93,7 +92,7 @@ def insecure_public_key() -> str:
     )
 
 
-def image_is_current(image: str, env: dict[str, str]) -> bool:
+def image_is_current(image: str, suite: str, env: dict[str, str]) -> bool:
     result = proc.run(
         [
             "podman",
@@ -106,11 +105,12 @@ def image_is_current(image: str, env: dict[str, str]) -> bool:
         env=env,
         check=False,
     )
-    return result.ok and result.output.strip() == recipe_digest()
+    return result.ok and result.output.strip() == recipe_digest(suite)
 
 
-def build_image(image: str, env: dict[str, str], progress: Progress) -> None:
-    """debootstrap a root file system, configure it and import it into Podman."""
+def build_image(image: str, suite: str, env: dict[str, str], progress: Progress) -> None:
+    """debootstrap Debian `suite`'s root file system, configure it and import it into
+    Podman."""
     key = insecure_public_key()
     work = state_dir() / "local" / "image-build"
     root = work / "rootfs"
@@ -118,13 +118,13 @@ def build_image(image: str, env: dict[str, str], progress: Progress) -> None:
         shutil.rmtree(work)  # a build interrupted earlier
     work.mkdir(parents=True)
     try:
-        progress(f"Building node image {image} with debootstrap (about a minute, once)")
+        progress(f"Building node image {image} with debootstrap (a minute or two, once)")
         proc.run(
             [
                 "debootstrap",
                 "--variant=minbase",
                 f"--include={','.join(PACKAGES)}",
-                SUITE,
+                suite,
                 str(root),
                 mirror(),
             ],
@@ -134,7 +134,7 @@ def build_image(image: str, env: dict[str, str], progress: Progress) -> None:
         )
         _configure(root, key, env)
         progress("Importing node image into Podman")
-        _import(root, image, env)
+        _import(root, image, suite, env)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -179,7 +179,7 @@ def _configure(root: Path, public_key: str, env: dict[str, str]) -> None:
     (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
 
 
-def _import(root: Path, image: str, env: dict[str, str]) -> None:
+def _import(root: Path, image: str, suite: str, env: dict[str, str]) -> None:
     full_env = {**os.environ, **env}
     argv = [
         "podman",
@@ -187,7 +187,7 @@ def _import(root: Path, image: str, env: dict[str, str]) -> None:
         "--change",
         'CMD ["/usr/bin/dumb-init", "/usr/local/sbin/node-init"]',
         "--change",
-        f"LABEL {RECIPE_LABEL}={recipe_digest()}",
+        f"LABEL {RECIPE_LABEL}={recipe_digest(suite)}",
         "-",
         image,
     ]

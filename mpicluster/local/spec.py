@@ -1,18 +1,22 @@
-"""What a local cluster is made of: its name, node count, subnet and provider."""
+"""What a local cluster is made of: its name, node count, subnet, provider and each
+node's Debian release."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from mpicluster.errors import UsageError
 from mpicluster.util.paths import state_dir
 
 PROVIDERS = ("docker", "libvirt", "virtualbox")
-IMAGE = "localhost/mpicluster-node:bookworm"
+#: The Debian releases a node may run (Debian 12 and 13): the image or box of each.
+RELEASES = ("bookworm", "trixie")
+IMAGE = "localhost/mpicluster-node:{release}"
+BOX = "debian/{release}64"
 FIRST_HOST = 11  # node1 gets .11, node2 .12, ...
 #: Where the nodes see the shared CUDA toolkit (an inventory's default stack.cuda_home).
 NODE_CUDA_HOME = "/usr/local/cuda"
@@ -25,7 +29,8 @@ class LocalSpec:
     nodes: int = 3
     subnet: str = "192.168.61.0/24"
     provider: str = "docker"
-    image: str = IMAGE
+    #: One release for every node, or one per node (node1's first): a mixed cluster.
+    releases: tuple[str, ...] = ("bookworm",)
     #: This machine's CUDA toolkit (resolved), mounted read-only at /usr/local/cuda in
     #: every node: GPU builds without GPUs. None: nodes without CUDA.
     cuda: str | None = None
@@ -45,6 +50,16 @@ class LocalSpec:
             ) from None
         if net.num_addresses < FIRST_HOST + self.nodes + 1:
             raise UsageError(f"--subnet {self.subnet}: too small for {self.nodes} nodes")
+        for release in self.releases:
+            if release not in RELEASES:
+                raise UsageError(
+                    f"--release {release!r}: one of {', '.join(RELEASES)} (Debian 12, 13)"
+                )
+        if len(self.releases) not in (1, self.nodes):
+            raise UsageError(
+                f"--release {','.join(self.releases)}: give one release for every node, "
+                f"or one per node ({self.nodes})"
+            )
         if self.cuda is not None:
             if self.provider != "docker":
                 raise UsageError("--cuda: only the docker provider shares this machine's CUDA")
@@ -60,6 +75,23 @@ class LocalSpec:
     @property
     def node_names(self) -> list[str]:
         return [f"node{i}" for i in range(1, self.nodes + 1)]
+
+    @property
+    def node_releases(self) -> list[str]:
+        """Each node's release, node1's first."""
+        if len(self.releases) == 1:
+            return [self.releases[0]] * self.nodes
+        return list(self.releases)
+
+    @property
+    def images(self) -> list[str]:
+        """Each node's image (docker provider)."""
+        return [IMAGE.format(release=r) for r in self.node_releases]
+
+    @property
+    def boxes(self) -> list[str]:
+        """Each node's Vagrant box (libvirt, virtualbox)."""
+        return [BOX.format(release=r) for r in self.node_releases]
 
     @property
     def addresses(self) -> list[str]:
@@ -87,7 +119,10 @@ class LocalSpec:
         path = local_dir(name) / "spec.json"
         if not path.exists():
             return None
-        return cls(**json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        known = {f.name for f in fields(cls)}  # a spec saved before --release: bookworm
+        data["releases"] = tuple(data.get("releases") or ("bookworm",))
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def local_dir(name: str) -> Path:

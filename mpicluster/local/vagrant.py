@@ -21,7 +21,8 @@ def vagrant_env(spec: LocalSpec, base_env: dict[str, str]) -> dict[str, str]:
         "MPICLUSTER_NODES": str(spec.nodes),
         "MPICLUSTER_SUBNET": spec.subnet,
         "MPICLUSTER_NETWORK": spec.network_name,
-        "MPICLUSTER_IMAGE": spec.image,
+        "MPICLUSTER_IMAGES": ",".join(spec.images),
+        "MPICLUSTER_BOXES": ",".join(spec.boxes),
         "MPICLUSTER_CUDA": spec.cuda or "",
     }
 

@@ -342,6 +342,13 @@ CASES = [
     ("local-up-bad-subnet", ["local", "up", "--subnet", "nonsense"], "error", "--subnet"),
     ("local-up-small-subnet", ["local", "up", "--subnet", "10.0.0.0/30"], "error", "too small"),
     ("local-up-provider", ["local", "up", "--provider", "kvm"], "error", "--provider 'kvm'"),
+    ("local-up-release", ["local", "up", "--release", "sid"], "error", "--release 'sid': one of"),
+    (
+        "local-up-releases-count",
+        ["local", "up", "--nodes", "3", "--release", "bookworm,trixie"],
+        "error",
+        "one release for every node, or one per node (3)",
+    ),
     (
         "local-up-cuda-home",
         ["local", "up", "--cuda", "--cuda-home", "{folder}"],
