@@ -522,7 +522,27 @@ def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py")
         judged.details["nccl_network"] = chosen
     if kind == "nccl-tests" and (direct := nccl_tests.gpudirect(said)):
         judged.details["gpudirect_rdma"] = direct
+    if not judged.ok and (mixed := mixed_mpi(plan)):
+        judged.cause = mixed
     return judged
+
+
+def mixed_mpi(plan: ClusterPlan) -> str | None:
+    """Where the nodes' mpirun differ (a mixed cluster with each release's own Open
+    MPI), why no MPI world can span them; None where they agree or cannot be asked."""
+    command = f"{shlex.quote(plan.layout.mpi_bin + '/mpirun')} --version"
+    answers = transport.run_everywhere(plan, command, timeout=30)
+    found: dict[str, list[str]] = {}
+    for name, answer in answers.items():
+        if answer.ok:
+            found.setdefault(mpi_version.parse(answer.stdout).name, []).append(name)
+    if len(found) < 2:
+        return None
+    said = "; ".join(f"{', '.join(nodes)}: {mpi}" for mpi, nodes in found.items())
+    return (
+        f"the nodes run different MPI builds ({said}), and one MPI world needs one: "
+        "stack: {install: source} builds the same Open MPI on every node, whatever its release"
+    )
 
 
 HUNG_CAUSE = {

@@ -67,6 +67,7 @@ REGISTRY = {
     "mpicluster.verify.smoke:env_matrix.command": "test_smoke_env_matrix_command",
     "mpicluster.verify.smoke:mpirun_command": "test_smoke_commands_split_back",
     "mpicluster.verify.smoke:run_allreduce": "test_smoke_commands_split_back",
+    "mpicluster.verify.smoke:mixed_mpi": "test_smoke_commands_split_back",
     "mpicluster.slurm.smoke:_ctl": "test_slurm_commands_split_back",
     "mpicluster.slurm.smoke:pmix_command": "test_slurm_commands_split_back",
     "mpicluster.slurm.smoke:sbatch_step": "test_slurm_commands_split_back",
@@ -737,6 +738,18 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
     assert words[:4] == ["timeout", "-k", "10", "12"]
     user = inv.node_ssh(inv.nodes[0]).user
     assert words[4:] == shlex.split(smoke.mpirun_command(ClusterPlan.of(inv), 5, user))
+
+    # a failed allreduce asks every node's mpirun: two builds are named with their nodes
+    said = {"n1": "mpirun (Open MPI) 4.1.4", "n2.example-x": "mpirun (Open MPI) 5.0.7"}
+
+    def fake_everywhere(plan, command, **kw):
+        commands.append(command)
+        return {n: transport.RemoteResult(n, said[n], "", 0) for n in said}
+
+    monkeypatch.setattr(transport, "run_everywhere", fake_everywhere)
+    mixed = smoke.mixed_mpi(ClusterPlan.of(inv))
+    assert shlex.split(commands[-1]) == ["/opt/a-b.c/current/bin/mpirun", "--version"]
+    assert "(n1: Open MPI 4.1.4; n2.example-x: Open MPI 5.0.7)" in mixed
 
 
 def test_bench_commands_split_back(tmp_path, monkeypatch):
