@@ -1,7 +1,7 @@
 """More than one Debian: a local cluster whose nodes run Debian 12 (bookworm) and 13
-(trixie), each from its own image, and what mpicluster tells of it with Debian's own
-Open MPI on each (4.1.4 and 5.0.7: two MPI builds that cannot make one world: the smoke test's
-allreduce fails and says so, and doctor's versions check names both).
+(trixie), each from its own image. With Debian's own Open MPI on each (4.1.4 and 5.0.7:
+two MPI builds that cannot make one world) the smoke test's allreduce fails and says so,
+and doctor's versions check names both.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from tests.conftest import inventory_with, mpicluster, start_local_cluster
 pytestmark = [pytest.mark.cluster, pytest.mark.on_demand, pytest.mark.releases]
 
 NAME, SUBNET = "pytest-releases", "192.168.73.0/24"
-RELEASES = ["bookworm", "trixie"]
+RELEASES = ["bookworm", "trixie", "trixie"]
+NODES = ["node1", "node2", "node3"]
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +36,13 @@ def test_each_node_runs_the_release_it_was_given(cluster):
         node: podman_exec(
             cluster, node, ". /etc/os-release; echo $VERSION_CODENAME; python3 -V"
         ).stdout.split()
-        for node in ("node1", "node2")
+        for node in NODES
     }
     assert facts["node1"][0] == "bookworm" and facts["node1"][2].startswith("3.11."), facts
     assert facts["node2"][0] == "trixie" and facts["node2"][2].startswith("3.13."), facts
     # a node keeps its release: asking for another is refused, nothing is changed
     done = mpicluster(
-        "local", "up", "--name", NAME, "--nodes", "2", "--subnet", SUBNET,
+        "local", "up", "--name", NAME, "--nodes", "3", "--subnet", SUBNET,
         "--release", "trixie", "--inventory", str(cluster.inventory), check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "node1 runs bookworm, not trixie" in done.stderr, done.stderr
@@ -54,7 +55,9 @@ def test_up_and_doctor_name_two_mpi_builds_across_the_two_releases(cluster):
     done = mpicluster("up", str(inventory), check=False)
     assert done.returncode != 0, done.stderr[-3000:]  # the smoke test's allreduce
     assert "Traceback" not in done.stderr
-    mixed = "the nodes run different MPI builds (node1: Open MPI 4.1.4; node2: Open MPI 5.0.7)"
+    mixed = (
+        "the nodes run different MPI builds (node1: Open MPI 4.1.4; node2, node3: Open MPI 5.0.7)"
+    )
     assert mixed in done.stderr, done.stderr[-3000:]
     doctor = mpicluster("doctor", str(inventory), "--json", check=False)
     assert doctor.returncode == 2, doctor.stderr[-3000:]

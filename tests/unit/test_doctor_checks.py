@@ -252,6 +252,44 @@ def test_versions_names_the_node_whose_mpi_is_not_cuda_aware():
     assert "CUDA-aware MPI yes" in node1.evidence
 
 
+def test_versions_takes_one_build_per_release_and_the_same_mpi_everywhere():
+    """A mixed cluster (node1 Debian 12, the others 13): each release has its own build
+    and Python, which is fine while the MPI and mpi4py agree; a 13 node with another
+    build than the other 13 node, or another mpi4py, is named against its own kind."""
+    text = inventory_text().replace("stack: {install: packages}\n", "")
+
+    def mixed(facts, odd_build=False):
+        for name in NODES:
+            bookworm = name == "node1"
+            facts[name]["os"] = {"id": "debian", "version_id": "12" if bookworm else "13"}
+            facts[name]["versions"]["fingerprint"] = ("a" if bookworm else "b") * 16
+            facts[name]["versions"]["python"] = "3.11.2" if bookworm else "3.13.5"
+            facts[name]["versions"]["mpi4py"] = "4.1.2"
+        if odd_build:
+            facts["node3"]["versions"]["fingerprint"] = "c" * 16
+
+    report = consistency.check(gathered(text, tweak=mixed))
+    assert bad(report) == set(), [r.evidence for r in report.results]
+    node1 = next(r for r in report.results if r.node == "node1")
+    assert (
+        "its debian-12 build and Python" in node1.evidence and "mixes 2 releases" in node1.evidence
+    )
+    report = consistency.check(gathered(text, tweak=lambda f: mixed(f, odd_build=True)))
+    assert bad(report) == {("node3", None, "fail")}  # a tie: node2, first, is the reference
+    node3 = next(r for r in report.results if r.node == "node3")
+    wanted = f"build fingerprint {'c' * 16} (the other 1 node(s) of debian-13: fingerprint "
+    assert wanted in node3.evidence, node3.evidence
+
+    def other_mpi4py(facts):
+        mixed(facts)
+        facts["node1"]["versions"]["mpi4py"] = "3.1.4"
+
+    report = consistency.check(gathered(text, tweak=other_mpi4py))
+    assert bad(report) == {("node1", None, "fail")}
+    node1 = next(r for r in report.results if r.node == "node1")
+    assert "mpi4py 3.1.4 (the other 2 node(s): 4.1.2)" in node1.evidence
+
+
 def test_versions_says_which_nccl_pytorch_loads_and_finds_a_lost_link():
     text = inventory_text().replace("stack: {install: packages}\n", "")
     lib = "/opt/mpicluster/current/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"

@@ -27,6 +27,17 @@ COMPONENTS = [
 ]
 
 
+#: What each OS release has its own of: the build (its fingerprint, or the
+#: distribution's mpirun binary) and Python. A mixed cluster (Debian 12 and 13 nodes) is
+#: fine with one build per release as long as the MPI and what sits on it agree.
+PER_RELEASE = ("build", "python")
+
+
+def release_of(facts: dict) -> str:
+    found = facts.get("os") or {}
+    return f"{found.get('id', '?')}-{found.get('version_id', '?')}"
+
+
 def build_of(versions: dict, install: str) -> str | None:
     """What identifies the build: the stack's fingerprint (source installs), else the
     binary mpirun resolves to and a digest of it."""
@@ -81,20 +92,26 @@ def _torch_nccl_problem(g: Gathered, node: str) -> Result | None:
 def check(g: Gathered) -> CheckReport:
     report = CheckReport(NAME, TITLE, not_checked=g.unprobed)
     found = {node: components(g.facts(node) or {}, g.layout.install) for node in g.probed}
+    releases = {node: release_of(g.facts(node) or {}) for node in found}
     differences: dict[str, list[str]] = {node: [] for node in found}
-    reference: dict[str, str | None] = {}
     for key, label in COMPONENTS:
-        values = {node: parts[key] for node, parts in found.items()}
-        if all(v is None for v in values.values()):
-            continue
-        best, odd = majority(values)
-        reference[key] = best  # type: ignore[assignment]
-        others = len(values) - len(odd)
-        for node in odd:
-            differences[node].append(
-                f"{label} {values[node] or 'missing'} (the other {others} node(s): "
-                f"{best or 'missing'})"
-            )
+        groups = (
+            [[n for n in found if releases[n] == r] for r in dict.fromkeys(releases.values())]
+            if key in PER_RELEASE
+            else [list(found)]
+        )
+        for group in groups:
+            values = {node: found[node][key] for node in group}
+            if all(v is None for v in values.values()):
+                continue
+            best, odd = majority(values)
+            others = len(values) - len(odd)
+            among = f" of {releases[group[0]]}" if key in PER_RELEASE and len(groups) > 1 else ""
+            for node in odd:
+                differences[node].append(
+                    f"{label} {values[node] or 'missing'} (the other {others} node(s){among}: "
+                    f"{best or 'missing'})"
+                )
     for node, parts in found.items():
         if g.layout.install == "source" and parts["build"] is None:
             report.results.append(
@@ -132,12 +149,19 @@ def check(g: Gathered) -> CheckReport:
         if params:
             report.results.append(params)
             continue
+        mixed = len(set(releases.values())) > 1
+        same = (
+            f", same as every node (its {releases[node]} build and Python as every "
+            f"{releases[node]} node's: the cluster mixes {len(set(releases.values()))} releases)"
+            if mixed
+            else ", same as every node"
+        )
         report.results.append(
             passed(
                 node,
                 f"{parts['mpi']} ({parts['build']})"
                 + (f", {', '.join(shown)}" if shown else "")
-                + (", same as every node" if len(found) > 1 else ""),
+                + (same if len(found) > 1 else ""),
             )
         )
     return report
