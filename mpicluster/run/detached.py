@@ -180,10 +180,9 @@ def start(
         answer = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise MpiclusterError(f"{head.name}: the launcher did not say the job runs") from None
-    state = "queued" if answer.get("slurm") else "running"
-    found = DetachedJob.from_answer(head.name, record | {"id": job_id, "state": state})
+    state = {"id": job_id, "state": "queued" if answer.get("slurm") else "running"}
+    found = DetachedJob.from_answer(head.name, record | state | {"slurm": answer.get("slurm")})
     found.log, found.started = f"{answer.get('folder', '')}/output.log", time.time()
-    found.slurm = answer.get("slurm")
     return found
 
 
