@@ -60,7 +60,10 @@ def wanted(plan: ClusterPlan) -> bool:
 def command(plan: ClusterPlan, test: str, major: int) -> str:
     head = plan.nodes[0]
     runner = mpirun.Mpirun(
-        f"{plan.layout.mpi_bin}/mpirun", major, plan.node_ssh(head).user == "root"
+        f"{plan.layout.mpi_bin}/mpirun",
+        major,
+        plan.node_ssh(head).user == "root",
+        plan.layout.mpi_prefix,
     )
     options = mpirun_network_args(plan.inventory.network, major)
     program = [f"{plan.layout.mpi_bin}/{test}", *ARGS]

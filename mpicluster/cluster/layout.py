@@ -120,6 +120,12 @@ class Layout:
         return f"{self.current}/bin" if self.install == "source" else "/usr/bin"
 
     @property
+    def mpi_prefix(self) -> str | None:
+        """mpirun's --prefix (cluster/mpirun.py): the source stack's `current`, the same
+        path on every node whichever build it links to; None for the distribution's."""
+        return self.current if self.install == "source" else None
+
+    @property
     def cuda_allreduce(self) -> str:
         return f"{self.current}/{CUDA_ALLREDUCE}"
 

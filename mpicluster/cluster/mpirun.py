@@ -26,13 +26,21 @@ class Mpirun:
     major: int = 5
     #: The MPI user is root: Open MPI refuses to start without --allow-run-as-root.
     root: bool = False
+    #: Where every node's Open MPI is (`--prefix`): the remote daemons (prted) and the
+    #: libraries are found there. A source stack names its `current` link, the same path
+    #: on every node: a cluster of two OS releases has two builds in two folders, and a
+    #: build's own default (configure's --enable-prte-prefix-by-default) is its folder on
+    #: the head. None: the launcher's own default (a distribution's Open MPI).
+    prefix: str | None = None
 
     def argv(
         self, placement: Sequence[str], options: Sequence[str] = (), program: Sequence[str] = ()
     ) -> list[str]:
-        """mpirun, where the ranks go, the root rule, the caller's options, the program."""
+        """mpirun, where the ranks go, the root rule, the prefix, the caller's options,
+        the program."""
         root = ["--allow-run-as-root"] if self.root else []
-        return [self.path, *placement, *root, *options, *program]
+        prefix = ["--prefix", self.prefix] if self.prefix else []
+        return [self.path, *placement, *root, *prefix, *options, *program]
 
     def tag_output(self) -> list[str]:
         """Each output line prefixed with its rank ([1,0]<stdout>: on 5, [1,0]: on 4)."""

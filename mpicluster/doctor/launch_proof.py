@@ -226,11 +226,12 @@ def build_argv(
     major: int = 5,
     require_mpi: bool = False,
     per_node: int = 1,
+    prefix: str | None = None,
 ) -> list[str]:
     """One launch's command: `hosts` None means `ranks` ranks on the head alone, else
     `per_node` ranks on each host; `require_mpi`: a rank without mpi4py fails (and
     mpirun ends the job at once)."""
-    command = Mpirun(mpirun, major, root)
+    command = Mpirun(mpirun, major, root, prefix)
     if hosts is None:
         placement = hosts_arg({"localhost": ranks})
     else:
@@ -286,6 +287,7 @@ class Prover:
             major=major,
             require_mpi=hosts is not None and self.mpi_somewhere,
             per_node=per_node,
+            prefix=self.found.layout.mpi_prefix,
         )
         return Launch(kind, head, hosts or [head], ranks, argv, timeout, hostnames=self.hostnames)
 

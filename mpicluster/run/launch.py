@@ -17,6 +17,7 @@ from typing import Literal
 
 from mpicluster.cluster import mpirun
 from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.errors import UsageError
 
@@ -291,7 +292,8 @@ def build(
         order = [n.name for n in inventory.nodes]
         return _srun(options, head, env, {h: where[h] for h in order if h in where})
     ranks = sum(where.values())
-    command = Mpirun("mpirun", head.mpi_major, root=head.user == "root")
+    prefix = Layout.of(inventory).mpi_prefix
+    command = Mpirun("mpirun", head.mpi_major, root=head.user == "root", prefix=prefix)
     default_map = "ppr:1:node" if options.launcher == "torchrun" else "slot"
     hosts = [*mpirun.hosts(where), "--map-by", options.map_by or default_map]
     rendezvous(options, head, env, where)

@@ -131,7 +131,8 @@ def command(kind: str, text: str = GPU_INVENTORY, major: int = 5, user: str = "r
 def test_nccl_tests_runs_one_rank_per_gpu_over_the_hostfile():
     assert command("nccl-tests") == (
         f"{PREFIX}/bin/mpirun --hostfile /etc/mpicluster/hostfile -np 4 --map-by slot "
-        "--allow-run-as-root --mca btl_tcp_if_include eth1 --prtemca oob_tcp_if_include eth1 "
+        f"--allow-run-as-root --prefix {PREFIX} "
+        "--mca btl_tcp_if_include eth1 --prtemca oob_tcp_if_include eth1 "
         "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET "
         f"{PREFIX}/bin/all_reduce_perf -b 8 -e 128M -f 4 -g 1 -c 1"
     )
@@ -164,7 +165,7 @@ def test_the_cuda_and_torch_programs_and_a_non_root_open_mpi_4_user():
     line = command("cuda", major=4, user="mpi")
     assert line == (
         f"{PREFIX}/bin/mpirun --hostfile /etc/mpicluster/hostfile -np 4 --map-by slot "
-        "--mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 "
+        f"--prefix {PREFIX} --mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 "
         "--mca pml_base_verbose 10 "
         f"{PREFIX}/libexec/mpicluster/cuda_allreduce 1 1024 1048576 16777216"
     )

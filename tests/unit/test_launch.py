@@ -33,7 +33,7 @@ def plan(*program: str, **options):
 
 def test_default_is_every_slot_placed_by_slot_with_tagged_output():
     launch = plan("hostname")
-    assert launch.argv[:8] == [
+    assert launch.argv[:10] == [
         "mpirun",
         "--host",
         "node1:2,node2:2,node3:2",
@@ -41,6 +41,9 @@ def test_default_is_every_slot_placed_by_slot_with_tagged_output():
         "6",
         "--map-by",
         "slot",
+        # every node's daemons from its own build (a mixed-release cluster has two)
+        "--prefix",
+        "/opt/mpicluster/current",
         "--output",
     ]
     assert launch.argv[-1] == "hostname"
@@ -49,6 +52,12 @@ def test_default_is_every_slot_placed_by_slot_with_tagged_output():
     assert "--allow-run-as-root" not in launch.argv
     four = build(INVENTORY, RunOptions(program=("a",)), HeadFacts(HEAD.slots, 4, 1, "root"), {})
     assert "--tag-output" in four.argv and "--allow-run-as-root" in four.argv
+    # the distribution's Open MPI: its own default prefix (/usr), the same on every node
+    packages = parse_inventory(
+        "cluster: t\nstack: {install: packages}\nnodes:\n  - {name: node1, slots: 2}\n"
+    )
+    apt = build(packages, RunOptions(program=("a",)), HeadFacts({"node1": 2}, 4, 1, "u"), {})
+    assert "--prefix" not in apt.argv
 
 
 def test_np_per_node_and_hosts_place_ranks_in_order():

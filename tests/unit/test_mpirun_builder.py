@@ -23,3 +23,8 @@ def test_series_spellings():
     assert four.tag_output() == ["--tag-output"]
     assert five.launcher_ssh("-o X") == ["--prtemca", "plm_ssh_args", "-o X"]
     assert four.launcher_ssh("-o X") == ["--mca", "plm_rsh_args", "-o X"]
+
+
+def test_the_prefix_comes_before_the_callers_options():
+    argv = Mpirun("mpirun", prefix="/opt/mpicluster/current").argv(["-np", "2"], ["-v"], ["p"])
+    assert argv == ["mpirun", "-np", "2", "--prefix", "/opt/mpicluster/current", "-v", "p"]
