@@ -82,7 +82,13 @@ def os_release():
         key, sep, value = line.strip().partition("=")
         if sep:
             values[key] = value.strip('"')
-    return {"id": values.get("ID", "unknown"), "version_id": values.get("VERSION_ID", "")}
+    return {
+        "id": values.get("ID", "unknown"),
+        "version_id": values.get("VERSION_ID", ""),
+        "like": values.get("ID_LIKE", ""),
+        # what `up` installs with: a node without it is refused before any change
+        "apt": shutil.which("apt-get") is not None,
+    }
 
 
 def gcc_version():

@@ -15,6 +15,7 @@ from mpicluster.cluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensure_cluster_key
 from mpicluster.nodes import facts as node_facts
+from mpicluster.nodes import supported
 from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.stack import StackPlan, prepare_stack
 from mpicluster.up import applied
@@ -200,6 +201,7 @@ def _provision(
     progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
     plan = ClusterPlan.of(inventory)
     facts = node_facts.gather(plan, applied=True)
+    supported.check(inventory, facts)
     node_facts.check_gpus(inventory, facts)
     variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan))
     stack = StackPlan()

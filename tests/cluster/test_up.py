@@ -180,6 +180,26 @@ def test_unreachable_node_stops_up_before_any_change(cluster, inventory, tmp_pat
     assert sorted(runs.iterdir()) == before
 
 
+def test_a_node_without_apt_is_refused_by_its_facts_before_any_change(cluster, inventory):
+    from mpicluster.cluster.state import cluster_dir
+
+    runs = cluster_dir("pytest") / "runs"
+    before = sorted(runs.iterdir())
+    environment = cluster.ssh("node2", "sha256sum /etc/environment").stdout
+    cluster.ssh("node2", "sudo mv /usr/bin/apt-get /usr/bin/apt-get.away")
+    try:
+        done = mpicluster("up", str(inventory), check=False)
+    finally:
+        cluster.ssh("node2", "sudo mv /usr/bin/apt-get.away /usr/bin/apt-get")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: node2: debian 12 has no apt-get, which mpicluster"), last
+    assert last.endswith("nothing was changed on any node"), last
+    assert sorted(runs.iterdir()) == before
+    assert cluster.ssh("node2", "sha256sum /etc/environment").stdout == environment
+
+
 def test_hostfile_command(inventory, tmp_path):
     assert mpicluster("hostfile", str(inventory), "--format", "mpich").stdout == (
         "node1:1\nnode2:1\nnode3:1\n"
