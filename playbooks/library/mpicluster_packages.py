@@ -3,8 +3,10 @@
 exactly those: the packages that were not installed before (dependencies included) and
 the users and groups they made.
 
-`state: present`: install the missing names with apt-get; add to the record what dpkg
-lists now and did not before (also when apt-get fails half way: what it installed is
+`state: present`: install the missing names with apt-get, each by the name this node's
+apt offers it under (`apt-cache policy`): Debian 13 and Ubuntu 24.04 renamed libraries
+for 64-bit time_t (libpmix2 is libpmix2t64 there); add to the record what dpkg lists now
+and did not before (also when apt-get fails half way: what it installed is
 recorded first). `state: absent`: purge the recorded packages still installed, with
 dpkg, which refuses a package that another one (installed since, by someone else) still
 needs: that one is kept and named; then remove the recorded users and groups; the record
@@ -60,6 +62,37 @@ def installed():
         if len(parts) == 2 and parts[0].startswith("ii"):
             found.add(parts[1].split(":")[0])
     return found
+
+
+def parse_policy(text):
+    """{package: its candidate version, or None} from `apt-cache policy`'s output (a
+    name apt does not know is not listed)."""
+    found, name = {}, None
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith(":"):
+            name = line.rstrip()[:-1]
+            found[name] = None
+        elif name and line.strip().startswith("Candidate:"):
+            value = line.split(":", 1)[1].strip()
+            found[name] = None if value == "(none)" else value
+    return found
+
+
+def apt_names(names):
+    """Each name as this node's apt offers it: the name itself, else its 64-bit time_t
+    twin (NAMEt64) where only the twin has a candidate."""
+    asked = [word for name in names for word in (name, name + "t64")]
+    done = subprocess.run(
+        ["apt-cache", "policy", *asked],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **ENV},
+        check=False,
+    )
+    seen = parse_policy(done.stdout.decode("utf-8", "replace"))
+    return [
+        name + "t64" if not seen.get(name) and seen.get(name + "t64") else name for name in names
+    ]
 
 
 def load(path):
@@ -135,9 +168,10 @@ def tail(text, lines=8):
 
 def present(module, params):
     before = installed()
-    missing = [name for name in params["names"] if name not in before]
+    names = apt_names(params["names"])
+    missing = [name for name in names if name not in before]
     if not missing:
-        module.exit_json(changed=False, added=[], names=params["names"])
+        module.exit_json(changed=False, added=[], names=names)
     data = load(params["record"])
     if "files" not in data:  # before the first install only
         data["files"] = snapshot()
@@ -162,7 +196,7 @@ def present(module, params):
             msg="apt-get install %s failed: %s" % (" ".join(missing), tail(done.stdout)),
             added=added,
         )
-    module.exit_json(changed=True, added=added, names=params["names"])
+    module.exit_json(changed=True, added=added, names=names)
 
 
 def absent(module, params):

@@ -242,3 +242,43 @@ def test_the_packages_bookkeeping_files_come_back_as_they_were(tmp_path, monkeyp
     module.give_back(before)
     assert backup.read_text() == "root:x:0:0\n" and backup.stat().st_mode & 0o777 == 0o640
     assert not rotated.exists()
+
+
+#: `apt-cache policy libpmix2 libpmix2t64 munge nosuchpackage` on a Debian 13 node.
+TRIXIE_POLICY = """libpmix2:
+  Installed: (none)
+  Candidate: (none)
+  Version table:
+libpmix2t64:
+  Installed: (none)
+  Candidate: 5.0.7-1
+  Version table:
+     5.0.7-1 500
+        500 http://deb.debian.org/debian trixie/main amd64 Packages
+munge:
+  Installed: (none)
+  Candidate: 0.5.16-1.1~deb13u1
+  Version table:
+     0.5.16-1.1~deb13u1 500
+        500 http://deb.debian.org/debian trixie/main amd64 Packages
+"""
+
+
+def test_the_packages_are_installed_by_the_names_the_nodes_apt_offers():
+    """(The renamed library on a real Debian 13 node: tests/cluster/test_releases.py.)"""
+    import importlib.util
+
+    from mpicluster.util.paths import data_path
+
+    path = data_path("playbooks") / "library" / "mpicluster_packages.py"
+    spec = importlib.util.spec_from_file_location("mpicluster_packages", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.parse_policy(TRIXIE_POLICY) == {
+        "libpmix2": None,
+        "libpmix2t64": "5.0.7-1",
+        "munge": "0.5.16-1.1~deb13u1",
+    }
+    # this machine's own apt: a name it has stays; one it has under neither name stays
+    # too (apt-get then says it cannot find it)
+    assert module.apt_names(["apt", "no-such-package-here"]) == ["apt", "no-such-package-here"]
