@@ -76,6 +76,9 @@ def first_existing(paths):
     return None
 
 
+SYSTEM_PATH = ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def os_release():
     values = {}
     for line in (read_text("/etc/os-release") or "").splitlines():
@@ -86,8 +89,9 @@ def os_release():
         "id": values.get("ID", "unknown"),
         "version_id": values.get("VERSION_ID", ""),
         "like": values.get("ID_LIKE", ""),
-        # what `up` installs with: a node without it is refused before any change
-        "apt": shutil.which("apt-get") is not None,
+        # what `up` installs with: a node without it is refused before any change (looked
+        # for where the system keeps it too: a login's PATH may be what is broken)
+        "apt": shutil.which("apt-get", path=os.environ.get("PATH", "") + SYSTEM_PATH) is not None,
     }
 
 
