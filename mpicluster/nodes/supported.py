@@ -43,9 +43,29 @@ def why_not(node_facts: dict, source_stack: bool) -> str | None:
     return None
 
 
+def mixed_slurm(inventory: Inventory, facts: dict[str, dict]) -> str | None:
+    """Why Slurm cannot run across these nodes: each installs its own distribution's
+    Slurm, and two releases' (Debian 12's 22.05, 13's 24.11) are further apart than
+    Slurm's daemons work across."""
+    if inventory.scheduler is None:
+        return None
+    releases: dict[str, list[str]] = {}
+    for node in inventory.nodes:
+        found = (facts.get(node.name) or {}).get("os") or {}
+        releases.setdefault(system_name(found), []).append(node.name)
+    if len(releases) < 2:
+        return None
+    kinds = "; ".join(f"{', '.join(nodes)}: {name}" for name, nodes in releases.items())
+    return (
+        f"scheduler: slurm installs each node's own distribution's Slurm, and these nodes "
+        f"run {len(releases)} releases ({kinds}), whose Slurm daemons do not work together: "
+        "give the Slurm cluster nodes of one release"
+    )
+
+
 def check(inventory: Inventory, facts: dict[str, dict]) -> None:
     """A MpiclusterError naming the first node `up` cannot provision (and how many more),
-    before any change."""
+    or why the nodes cannot make one Slurm cluster, before any change."""
     source_stack = inventory.stack.install == "source"
     reasons = {
         node.name: why
@@ -53,6 +73,9 @@ def check(inventory: Inventory, facts: dict[str, dict]) -> None:
         if (why := why_not(facts.get(node.name) or {}, source_stack))
     }
     if not reasons:
+        mixed = mixed_slurm(inventory, facts)
+        if mixed:
+            raise MpiclusterError(f"{mixed}; nothing was changed on any node")
         return
     node, why = next(iter(reasons.items()))
     more = f" (and {len(reasons) - 1} more node(s))" if len(reasons) > 1 else ""

@@ -76,6 +76,22 @@ def test_up_and_doctor_name_two_mpi_builds_across_the_two_releases(cluster):
     assert failed and "Open MPI 4.1.4" in text and "Open MPI 5.0.7" in text, versions
 
 
+def test_slurm_across_the_two_releases_is_refused_before_any_change(cluster):
+    inventory = inventory_with(
+        cluster.inventory,
+        cluster.inventory.parent / "mixed-slurm.yaml",
+        stack={"install": "packages"},
+        scheduler={"type": "slurm"},
+    )
+    environment = podman_exec(cluster, "node2", "sha256sum /etc/environment").stdout
+    done = mpicluster("up", str(inventory), check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "run 2 releases (node1: debian 12; node2, node3: debian 13)" in last, last
+    assert last.endswith("nothing was changed on any node"), last
+    assert podman_exec(cluster, "node2", "sha256sum /etc/environment").stdout == environment
+
+
 @pytest.fixture(scope="module")
 def source(cluster, tmp_path_factory):
     """The source stack (Open MPI 5.0.7 and mpi4py; no PyTorch, no Horovod) built on the

@@ -51,3 +51,21 @@ def test_an_old_python_is_refused_only_where_the_source_stack_needs_it():
 def test_facts_of_an_older_probe_are_not_refused():
     supported.check(SOURCE, {name: {"os": {"id": "debian"}} for name in "abc"})
     assert supported.python_version("3.x") == ()
+
+
+def test_slurm_across_two_releases_is_refused_and_one_release_passes():
+    slurm = parse_inventory(
+        "cluster: t\nstack: {install: packages}\nscheduler: {type: slurm}\n"
+        "nodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n"
+    )
+    one = {name: facts("debian", "13", "3.13") for name in "abc"}
+    supported.check(slurm, one)
+    mixed = {**one, "a": facts("debian", "12", "3.11")}
+    supported.check(SOURCE, mixed)  # without Slurm: one build per release, one world
+    with pytest.raises(MpiclusterError) as refused:
+        supported.check(slurm, mixed)
+    assert str(refused.value) == (
+        "scheduler: slurm installs each node's own distribution's Slurm, and these nodes run "
+        "2 releases (a: debian 12; b, c: debian 13), whose Slurm daemons do not work "
+        "together: give the Slurm cluster nodes of one release; nothing was changed on any node"
+    )
