@@ -64,6 +64,13 @@ def installed():
     return found
 
 
+def apt(argv, stderr=subprocess.STDOUT):
+    """apt-get, apt-cache or dpkg, never asking (ENV), its output caught."""
+    return subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=stderr, env={**os.environ, **ENV}, check=False
+    )
+
+
 def parse_policy(text):
     """{package: its candidate version, or None} from `apt-cache policy`'s output (a
     name apt does not know is not listed)."""
@@ -82,13 +89,7 @@ def apt_names(names):
     """Each name as this node's apt offers it: the name itself, else its 64-bit time_t
     twin (NAMEt64) where only the twin has a candidate."""
     asked = [word for name in names for word in (name, name + "t64")]
-    done = subprocess.run(
-        ["apt-cache", "policy", *asked],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **ENV},
-        check=False,
-    )
+    done = apt(["apt-cache", "policy", *asked], stderr=subprocess.DEVNULL)
     seen = parse_policy(done.stdout.decode("utf-8", "replace"))
     return [
         name + "t64" if not seen.get(name) and seen.get(name + "t64") else name for name in names
@@ -181,13 +182,7 @@ def present(module, params):
         if not exists(grp.getgrnam, user) and user not in data["groups"]:
             data["groups"].append(user)
     command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
-    done = subprocess.run(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **ENV},
-        check=False,
-    )
+    done = apt(command)
     added = sorted(installed() - before)
     data["packages"] = sorted(set(data["packages"]) | set(added))
     save(params["record"], data)
@@ -211,13 +206,7 @@ def absent(module, params):
     # in the list still needs: pass again over what is left while a pass purges any.
     remaining = purge
     while remaining:
-        done = subprocess.run(
-            ["dpkg", "--purge", *remaining],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **ENV},
-            check=False,
-        )
+        done = apt(["dpkg", "--purge", *remaining])
         output = done.stdout
         now = installed()
         left = [name for name in remaining if name in now]
