@@ -57,6 +57,13 @@ def gather(plan: ClusterPlan, *, reachable_only: bool = False, applied: bool = F
     return facts
 
 
+def release(node_facts: dict[str, Any]) -> str:
+    """The node's OS release as its /etc/os-release names it (`debian-12`): what a stack
+    fingerprint is built for, and what doctor groups builds by."""
+    found = node_facts.get("os") or {}
+    return f"{found.get('id', '?')}-{found.get('version_id', '?')}"
+
+
 def check_no_job(facts: Facts, nodes: list[str], change: str) -> None:
     """A MpiclusterError, before any change, when a job runs on the stack that `change`
     would replace or remove on one of `nodes`."""

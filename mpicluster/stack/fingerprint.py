@@ -18,6 +18,7 @@ from typing import Any
 from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.lockfile import Source
 from mpicluster.errors import UsageError
+from mpicluster.nodes.facts import release
 from mpicluster.stack.sources import built_on
 from mpicluster.util.paths import data_path
 
@@ -77,7 +78,7 @@ def platform_of(facts: dict[str, Any], inventory: Inventory, gpus: int) -> Platf
         wanted = inventory.stack.nccl.cuda_archs or [d["compute_cap"] for d in devices]
         archs = tuple(sorted(set(wanted)))
     return Platform(
-        os=f"{facts['os']['id']}-{facts['os']['version_id']}",
+        os=release(facts),
         arch=facts["arch"],
         python=facts["python"],
         gcc=facts.get("gcc"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from mpicluster.doctor.checks.common import UP, majority
 from mpicluster.doctor.model import CheckReport, Result, failed, passed
 from mpicluster.doctor.runner import Gathered
+from mpicluster.nodes.facts import release
 from mpicluster.nodes.mpi_version import mpi_name
 
 NAME = "versions"
@@ -31,11 +32,6 @@ COMPONENTS = [
 #: distribution's mpirun binary) and Python. A mixed cluster (Debian 12 and 13 nodes) is
 #: fine with one build per release as long as the MPI and what sits on it agree.
 PER_RELEASE = ("build", "python")
-
-
-def release_of(facts: dict) -> str:
-    found = facts.get("os") or {}
-    return f"{found.get('id', '?')}-{found.get('version_id', '?')}"
 
 
 def build_of(versions: dict, install: str) -> str | None:
@@ -92,7 +88,7 @@ def _torch_nccl_problem(g: Gathered, node: str) -> Result | None:
 def check(g: Gathered) -> CheckReport:
     report = CheckReport(NAME, TITLE, not_checked=g.unprobed)
     found = {node: components(g.facts(node) or {}, g.layout.install) for node in g.probed}
-    releases = {node: release_of(g.facts(node) or {}) for node in found}
+    releases = {node: release(g.facts(node) or {}) for node in found}
     differences: dict[str, list[str]] = {node: [] for node in found}
     for key, label in COMPONENTS:
         groups = (
