@@ -20,16 +20,17 @@ be fetched (Debian's copy of an upstream tree, for instance).
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import yaml
 
-from mpicluster.errors import UsageError
+from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.util.paths import package_data
 
 COMPONENTS = ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod")
@@ -87,6 +88,29 @@ Origin = Url | Pypi | Debian
 
 
 @dataclass(frozen=True)
+class Patch:
+    """A change mpicluster makes to a pinned release's tree before building it: a file
+    in mpicluster/data/patches (why it is needed is written at its top), with its sha256."""
+
+    file: str
+    sha256: str
+
+    @property
+    def path(self) -> Path:
+        return package_data(f"patches/{self.file}")
+
+    def verified(self) -> Path:
+        """The patch file, after checking it is the one the lockfile pins."""
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        if digest != self.sha256:
+            raise MpiclusterError(
+                f"{self.path}: sha256 {digest} is not the lockfile's {self.sha256}",
+                hint="the patch was changed after it was pinned: restore it, or pin the new one",
+            )
+        return self.path
+
+
+@dataclass(frozen=True)
 class Source:
     """One file of one component's release, and where to fetch it."""
 
@@ -99,6 +123,8 @@ class Source:
     #: Other files of the same release (each a Source of its own, without alternates),
     #: tried when this one cannot be fetched.
     alternates: tuple[Source, ...] = ()
+    #: Applied to the unpacked tree, in order, before the build.
+    patches: tuple[Patch, ...] = ()
 
     def variants(self) -> list[Source]:
         """This source, then each alternate."""
@@ -170,9 +196,16 @@ def resolve(component: str, version: str | None, url: str | None, sha256: str | 
 
 
 def _pinned(component: str, version: str, pin: dict[str, Any]) -> Source:
-    alternates = tuple(_file(component, version, alt) for alt in pin.get("alternates", []))
+    # every file of a release is the same tree: each gets the release's patches
+    patches = tuple(Patch(str(p["file"]), str(p["sha256"])) for p in pin.get("patches", []))
+    alternates = tuple(
+        replace(_file(component, version, alt), patches=patches)
+        for alt in pin.get("alternates", [])
+    )
     first = _file(component, version, pin)
-    return Source(component, version, first.origin, first.sha256, first.cache_name, alternates)
+    return Source(
+        component, version, first.origin, first.sha256, first.cache_name, alternates, patches
+    )
 
 
 def _file(component: str, version: str, pin: dict[str, Any]) -> Source:

@@ -21,6 +21,8 @@ MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 #: whl/cuXYZ), for the hint: the newest one a driver runs.
 PYTORCH_INDEXES = ((11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0))
 PYTORCH_INDEX = "https://download.pytorch.org/whl/cu{major}{minor}"
+#: PyTorch's own index of CPU builds (+cpu): PyPI's Linux wheels are CUDA builds.
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 _RELEASE = re.compile(r"^\s*(\d+)\.(\d+)")
 _LABEL = re.compile(r"\+cu(\d{2,3})$")

@@ -141,6 +141,7 @@ def fingerprint(
         "platform": platform.__dict__ | {"gpu_archs": list(platform.gpu_archs)},
         "sources": {
             s.component: {"version": s.version, "sha256": s.sha256}
+            | ({"patches": [p.sha256 for p in s.patches]} if s.patches else {})
             for s in built_on(sources, platform.cuda)
         },
         "options": options(inventory, platform),

@@ -295,6 +295,8 @@ def prepare(
                 result.host_vars[name]["preflight_min_free_kb"] = disk_need.needed_kib(
                     specs[group.fingerprint], builder=name == group.builder
                 )
+        if note := _cpu_nodes_cuda_torch(group, specs[group.fingerprint]["pytorch"]):
+            result.notes.append(note)
         if group.builder:
             result.builders.append(group.builder)
         result.installers += group.install
@@ -369,6 +371,18 @@ def check_drivers(
     return sorted(set(notes))
 
 
+def _cpu_nodes_cuda_torch(group: Group, torch: dict[str, Any] | None) -> str | None:
+    """A plan line where nodes without GPUs get a CUDA build of PyTorch (PyPI's Linux
+    wheels are CUDA builds: several GB with their CUDA libraries), and where a CPU one is."""
+    if not (group.install and torch and torch["cuda"]) or group.platform.cuda:
+        return None
+    return (
+        f"Stack {group.fingerprint}: PyTorch {torch['version']} is a CUDA build, on nodes "
+        "without GPUs: it runs on their CPUs; PyTorch's own index has a smaller CPU build "
+        f"(stack.pytorch.index_url: {cuda_compat.PYTORCH_CPU_INDEX})"
+    )
+
+
 def platforms_unasked(
     inventory: Inventory, python: str, arch: str, cuda: str | None
 ) -> list[Platform]:
@@ -417,7 +431,9 @@ def _group_spec(
         spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)
         spec["record"]["pytorch"] = {"cuda": torch["cuda"], "nccl": torch["nccl"]}
     if inventory.stack.horovod.enabled:
-        spec["horovod"] = _horovod_spec(group, spec["nccl"], torch, cuda_home, stack_dir)
+        spec["horovod"] = _horovod_spec(
+            group, by_name["horovod"], spec["nccl"], torch, cuda_home, stack_dir
+        )
     return spec
 
 
@@ -509,12 +525,14 @@ def _nccl_spec(
 
 def _horovod_spec(
     group: Group,
+    source: Source,
     nccl: dict[str, Any] | None,
     torch: dict[str, Any] | None,
     cuda_home: str | None,
     stack_dir: str,
 ) -> dict[str, Any]:
-    """Horovod's build; GPU operations need the stack's NCCL and a CUDA build of PyTorch."""
+    """Horovod's build; GPU operations need the stack's NCCL and a CUDA build of PyTorch.
+    The lockfile's patches are checked against their sha256 here, before any node is."""
     gpu_operations = bool(nccl) and bool(torch and torch["cuda"])
     return {
         "requirements": list(wheels.HOROVOD_REQUIREMENTS),
@@ -525,6 +543,10 @@ def _horovod_spec(
         ),
         "gpu_operations": gpu_operations,
         "cxx17_files": HOROVOD_CXX14_FILES,
+        "patches": [
+            {"path": str(patch.verified()), "file": patch.file, "sha256": patch.sha256}
+            for patch in source.patches
+        ],
     }
 
 
@@ -542,7 +564,7 @@ def torch_spec(
         raise MpiclusterError(
             f"the wheelhouse {house.path} has no PyTorch wheel for {requirement}",
             hint="check the version in stack.pytorch; a CPU build (cuda: false) needs an "
-            "index with +cpu wheels (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)",
+            f"index with +cpu wheels (PIP_EXTRA_INDEX_URL={cuda_compat.PYTORCH_CPU_INDEX})",
         )
     if inventory.stack.pytorch.cuda is True and not wheel.cuda:
         raise MpiclusterError(f"stack.pytorch.cuda is true, but {wheel.filename} is a CPU build")

@@ -373,7 +373,13 @@ def test_fingerprints_hash_version_and_sha256_not_where_a_file_comes_from():
     fp, document = fingerprint(platform, needed, inv, "w", "r")
     assert document["sources"]["mpi4py"] == {"version": "4.1.2", "sha256": needed[1].sha256}
     moved = [
-        lockfile.Source(s.component, s.version, Url(f"https://elsewhere/{s.filename}"), s.sha256)
+        lockfile.Source(
+            s.component,
+            s.version,
+            Url(f"https://elsewhere/{s.filename}"),
+            s.sha256,
+            patches=s.patches,
+        )
         for s in needed
     ]
     assert fingerprint(platform, moved, inv, "w", "r")[0] == fp

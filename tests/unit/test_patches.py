@@ -1,0 +1,70 @@
+"""mpicluster's patches to pinned releases: pinned with their sha256 in the lockfile,
+checked before any node sees them, part of the stack's fingerprint, and applying
+cleanly (and only once) to the very sdist the lockfile pins."""
+
+from __future__ import annotations
+
+import subprocess
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mpicluster.cluster.lockfile import Patch, resolve
+from mpicluster.errors import MpiclusterError
+from mpicluster.stack import sources
+from mpicluster.stack.fingerprint import fingerprint, platform_of
+from tests.seed import pypi_sdist
+from tests.unit.test_stack import FACTS, _inventory
+
+
+def test_horovod_0_28_1_carries_its_gcc13_patch_pinned_by_sha256():
+    horovod = resolve("horovod", "0.28.1", None, None)
+    (patch,) = horovod.patches
+    assert patch.file == "horovod-0.28.1-gcc13.patch"
+    assert patch.verified() == patch.path and patch.path.is_file()
+    assert "GCC 13" in patch.path.read_text().splitlines()[0]
+    # a release the user brings (url + sha256) gets none of mpicluster's patches
+    assert resolve("horovod", "0.28.0", "https://example.invalid/h.tar.gz", "0" * 64).patches == ()
+
+
+def test_a_patch_that_is_not_the_pinned_one_is_refused_before_any_node_sees_it():
+    pinned = resolve("horovod", "0.28.1", None, None).patches[0]
+    changed = Patch(pinned.file, "f" * 64)
+    with pytest.raises(MpiclusterError, match=r"is not the lockfile's f{64}") as refused:
+        changed.verified()
+    assert refused.value.hint and "restore it" in refused.value.hint
+
+
+def test_the_patch_enters_the_fingerprint():
+    inv = _inventory()
+    platform = platform_of(FACTS, inv, 0)
+    needed = sources.needed(inv)
+    fp, document = fingerprint(platform, needed, inv, "w", "r")
+    horovod = next(s for s in needed if s.component == "horovod")
+    assert document["sources"]["horovod"]["patches"] == [horovod.patches[0].sha256]
+    assert "patches" not in document["sources"]["mpi4py"]
+    unpatched = [replace(s, patches=()) for s in needed]
+    assert fingerprint(platform, unpatched, inv, "w", "r")[0] != fp
+
+
+def test_the_patch_applies_to_the_pinned_sdist_once(tmp_path: Path):
+    """What the stack build runs (horovod.yml): the reverse dry run tells a patched tree
+    (left alone) from one to patch."""
+    with tarfile.open(pypi_sdist("horovod", "0.28.1")) as sdist:
+        sdist.extractall(tmp_path, filter="data")
+    tree = tmp_path / "horovod-0.28.1"
+    patch = str(resolve("horovod", "0.28.1", None, None).patches[0].verified())
+
+    def patched() -> bool:
+        reverse = ["patch", "-p1", "--reverse", "--dry-run", "--force", "--silent", "-i", patch]
+        return subprocess.run(reverse, cwd=tree, capture_output=True).returncode == 0
+
+    assert not patched()
+    subprocess.run(["patch", "-p1", "--forward", "--silent", "-i", patch], cwd=tree, check=True)
+    assert patched()
+    common = (tree / "horovod/common/common.h").read_text()
+    assert "#include <stdexcept>" in common
+    span = (tree / "third_party/flatbuffers/include/flatbuffers/stl_emulation.h").read_text()
+    assert "count_ = other.count_;" not in span
