@@ -34,6 +34,8 @@ from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.util.paths import package_data
 
 COMPONENTS = ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod")
+#: The components whose build applies the lockfile's patches (stack_build's horovod.yml).
+PATCHED = ("horovod",)
 
 
 class LockfileError(UsageError):
@@ -198,6 +200,8 @@ def resolve(component: str, version: str | None, url: str | None, sha256: str | 
 def _pinned(component: str, version: str, pin: dict[str, Any]) -> Source:
     # every file of a release is the same tree: each gets the release's patches
     patches = tuple(Patch(str(p["file"]), str(p["sha256"])) for p in pin.get("patches", []))
+    if patches and component not in PATCHED:
+        raise ValueError(f"lockfile {component} {version}: only {PATCHED} builds apply patches")
     alternates = tuple(
         replace(_file(component, version, alt), patches=patches)
         for alt in pin.get("alternates", [])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.cluster.lockfile import Patch, resolve
+from mpicluster.cluster.lockfile import Patch, _pinned, resolve
 from mpicluster.errors import MpiclusterError
 from mpicluster.stack import sources
 from mpicluster.stack.fingerprint import fingerprint, platform_of
@@ -68,3 +68,17 @@ def test_the_patch_applies_to_the_pinned_sdist_once(tmp_path: Path):
     assert "#include <stdexcept>" in common
     span = (tree / "third_party/flatbuffers/include/flatbuffers/stl_emulation.h").read_text()
     assert "count_ = other.count_;" not in span
+
+
+def test_a_patch_pinned_for_a_build_that_applies_none_is_a_lockfile_error():
+    with pytest.raises(ValueError, match=r"only \('horovod',\) builds apply patches"):
+        _pinned(
+            "mpi4py",
+            "4.1.2",
+            {
+                "pypi": "mpi4py==4.1.2",
+                "filename": "m.tar.gz",
+                "sha256": "0" * 64,
+                "patches": [{"file": "x", "sha256": "1"}],
+            },
+        )
