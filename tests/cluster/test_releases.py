@@ -1,11 +1,12 @@
 """More than one Debian: a local cluster whose nodes run Debian 12 (bookworm) and 13
 (trixie), each from its own image. With Debian's own Open MPI on each (4.1.4 and 5.0.7:
 two MPI builds that cannot make one world) the smoke test's allreduce fails and says so,
-and doctor's versions check names both. With the source stack, the same Open MPI is built
-once per release (two fingerprints, each on one node, relayed to the others of its
-release) and makes one MPI world across both. And Slurm on Debian 13 nodes alone (Slurm
-24.11; one Slurm release per cluster): up, its smoke test and `run` through srun, the
-package names chosen by the node's own apt (libpmix2 is libpmix2t64 there), and `down`.
+and doctor's versions check names both. With the whole source stack, the same Open MPI,
+mpi4py, PyTorch and Horovod are built once per release (two fingerprints, each on one
+node, relayed to the others of its release) and make one MPI world across both. And
+Slurm on Debian 13 nodes alone (Slurm 24.11; one Slurm release per cluster): up, its
+smoke test and `run` through srun, the package names chosen by the node's own apt
+(libpmix2 is libpmix2t64 there), and `down`.
 """
 
 from __future__ import annotations
@@ -94,19 +95,15 @@ def test_slurm_across_the_two_releases_is_refused_before_any_change(cluster):
 
 @pytest.fixture(scope="module")
 def source(cluster, tmp_path_factory):
-    """The source stack (Open MPI 5.0.7 and mpi4py; no PyTorch, no Horovod) built on the
-    mixed cluster: `up`'s run and the inventory."""
+    """The whole source stack (Open MPI 5.0.7, mpi4py, PyTorch, Horovod) built on the
+    mixed cluster: `up`'s run and the inventory. Debian 13's GCC 14 and Python 3.13 need
+    mpicluster's Horovod patch; its PyTorch is PyPI's CUDA build (no CPU one for cp313)."""
     work = tmp_path_factory.mktemp("releases-source")
     openmpi = seed_cache(work / "sources", "5.0.7")
     inventory = inventory_with(
         cluster.inventory,
         work / "source.yaml",
-        stack={
-            "install": "source",
-            "openmpi": openmpi,
-            "pytorch": {"enabled": False},
-            "horovod": {"enabled": False},
-        },
+        stack={"install": "source", "openmpi": openmpi},
         sources={"cache": str(work / "sources"), "artifacts": str(work / "artifacts")},
     )
     done = mpicluster("up", str(inventory), check=False, timeout=3600)
@@ -149,6 +146,34 @@ def test_the_source_stack_is_built_once_per_release_and_makes_one_world(source):
     pythons = [line[5] for line in lines]
     assert pythons[0].startswith("3.11.") and pythons[1].startswith("3.13."), lines
     assert all(" ".join(line[6:]) == "Open MPI v5.0.7" for line in lines), lines
+
+
+#: Every rank: Horovod's sum over the world (PyTorch tensors through its MPI), its
+#: PyTorch and its Python.
+HOROVOD = (
+    "import sys, torch, horovod.torch as hvd; hvd.init(); "
+    "total = hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), op=hvd.Sum); "
+    "print('hvd', hvd.rank(), hvd.size(), int(total.item()), torch.__version__, "
+    "sys.version.split()[0])"
+)
+
+
+def test_horovod_is_built_on_both_releases_and_sums_across_them(source):
+    done = source["up"]
+    assert done.returncode == 0, done.stderr[-4000:]
+    # Debian 13's PyTorch is PyPI's CUDA build on nodes without GPUs: the plan says so
+    assert re.search(
+        r"Stack \w+: PyTorch 2\.13\.0 is a CUDA build, on nodes without GPUs", done.stderr
+    )
+    job = mpicluster("run", str(source["inventory"]), "--", "python", "-c", HOROVOD, check=False)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    lines = sorted(line.split()[1:] for line in job.stdout.splitlines() if line.startswith("hvd "))
+    assert [line[:3] for line in lines] == [["0", "3", "6"], ["1", "3", "6"], ["2", "3", "6"]], (
+        lines
+    )
+    assert lines[0][3] == "2.13.0+cpu" and lines[0][4].startswith("3.11."), lines
+    for line in lines[1:]:  # PyPI's build for Python 3.13 (no +cpu one there)
+        assert line[3].startswith("2.13.0") and line[4].startswith("3.13."), lines
 
 
 def test_doctor_finds_the_same_mpi_on_two_releases_fine(source):

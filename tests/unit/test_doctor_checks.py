@@ -265,15 +265,27 @@ def test_versions_takes_one_build_per_release_and_the_same_mpi_everywhere():
             facts[name]["versions"]["fingerprint"] = ("a" if bookworm else "b") * 16
             facts[name]["versions"]["python"] = "3.11.2" if bookworm else "3.13.5"
             facts[name]["versions"]["mpi4py"] = "4.1.2"
+            # PyTorch's CPU build for Python 3.11; PyPI's CUDA build (and its NCCL) for 3.13
+            facts[name]["versions"]["torch"] = "2.13.0+cpu" if bookworm else "2.13.0"
+            if not bookworm:
+                facts[name]["versions"]["torch_nccl"] = {"loads": "wheel", "version": "2.29.7"}
         if odd_build:
             facts["node3"]["versions"]["fingerprint"] = "c" * 16
 
     report = consistency.check(gathered(text, tweak=mixed))
     assert bad(report) == set(), [r.evidence for r in report.results]
     node1 = next(r for r in report.results if r.node == "node1")
-    assert (
-        "its debian-12 build and Python" in node1.evidence and "mixes 2 releases" in node1.evidence
-    )
+    assert "its debian-12 build, Python and PyTorch wheel" in node1.evidence
+    assert "mixes 2 releases" in node1.evidence and "PyTorch 2.13.0+cpu" in node1.evidence
+
+    def other_torch(facts):
+        mixed(facts)
+        facts["node3"]["versions"]["torch"] = "2.12.0"
+
+    report = consistency.check(gathered(text, tweak=other_torch))
+    assert bad(report) == {("node3", None, "fail")}
+    node3 = next(r for r in report.results if r.node == "node3")
+    assert "PyTorch 2.12.0 (the other 2 node(s): 2.13.0)" in node3.evidence, node3.evidence
     report = consistency.check(gathered(text, tweak=lambda f: mixed(f, odd_build=True)))
     assert bad(report) == {("node3", None, "fail")}  # a tie: node2, first, is the reference
     node3 = next(r for r in report.results if r.node == "node3")

@@ -21,6 +21,7 @@ COMPONENTS = [
     ("mpi4py", "mpi4py"),
     ("horovod", "Horovod"),
     ("torch", "PyTorch"),
+    ("torch_build", "PyTorch build"),
     ("torch_nccl", "PyTorch's NCCL"),
     ("nccl", "NCCL"),
     ("cuda", "CUDA"),
@@ -29,9 +30,14 @@ COMPONENTS = [
 
 
 #: What each OS release has its own of: the build (its fingerprint, or the
-#: distribution's mpirun binary) and Python. A mixed cluster (Debian 12 and 13 nodes) is
-#: fine with one build per release as long as the MPI and what sits on it agree.
-PER_RELEASE = ("build", "python")
+#: distribution's mpirun binary), Python, and the PyTorch wheel for that Python (with the
+#: NCCL it brings): Debian 12's may be PyTorch's CPU build (2.13.0+cpu) where Debian 13's
+#: is PyPI's CUDA build (2.13.0), which has no CPU one for Python 3.13. A mixed cluster
+#: (Debian 12 and 13 nodes) is fine with one of each per release as long as the MPI and
+#: the versions of what sits on it (PyTorch 2.13.0 on both) agree.
+PER_RELEASE = ("build", "python", "torch_build", "torch_nccl")
+#: Compared, not shown: the PyTorch line shows the build ("2.13.0+cpu").
+NOT_SHOWN = ("mpi", "build", "torch")
 
 
 def build_of(versions: dict, install: str) -> str | None:
@@ -53,12 +59,18 @@ def components(facts: dict, install: str) -> dict[str, str | None]:
         "cuda_aware": versions.get("cuda_aware"),
         "mpi4py": versions.get("mpi4py"),
         "horovod": versions.get("horovod"),
-        "torch": versions.get("torch"),
+        "torch": _public(versions.get("torch")),
+        "torch_build": versions.get("torch"),
         "torch_nccl": _loaded(versions.get("torch_nccl")),
         "nccl": versions.get("nccl"),
         "cuda": versions.get("cuda"),
         "python": versions.get("python"),
     }
+
+
+def _public(version: str | None) -> str | None:
+    """A version without its local label: "2.13.0" of "2.13.0+cpu"."""
+    return version.split("+", 1)[0] if version else None
 
 
 def _loaded(torch_nccl: dict | None) -> str | None:
@@ -137,9 +149,9 @@ def check(g: Gathered) -> CheckReport:
             report.results.append(_differs(g, node, parts, differences[node]))
             continue
         shown = [
-            f"{label} {parts[key]}"
+            f"{'PyTorch' if key == 'torch_build' else label} {parts[key]}"
             for key, label in COMPONENTS
-            if parts[key] and key not in ("mpi", "build")
+            if parts[key] and key not in NOT_SHOWN
         ]
         params = _params_differ(g, node, found)
         if params:
@@ -147,7 +159,7 @@ def check(g: Gathered) -> CheckReport:
             continue
         mixed = len(set(releases.values())) > 1
         same = (
-            f", same as every node (its {releases[node]} build and Python as every "
+            f", same as every node (its {releases[node]} build, Python and PyTorch wheel as every "
             f"{releases[node]} node's: the cluster mixes {len(set(releases.values()))} releases)"
             if mixed
             else ", same as every node"
