@@ -4,19 +4,24 @@ cleanly (and only once) to the very sdist the lockfile pins."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tarfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mpicluster.cluster.lockfile import Patch, _pinned, resolve
 from mpicluster.errors import MpiclusterError
 from mpicluster.stack import sources
 from mpicluster.stack.fingerprint import fingerprint, platform_of
+from mpicluster.util.paths import data_path
 from tests.seed import pypi_sdist
 from tests.unit.test_stack import FACTS, _inventory
+
+HOROVOD_TASKS = "roles/stack_build/tasks/horovod.yml"
 
 
 def test_horovod_0_28_1_carries_its_gcc13_patch_pinned_by_sha256():
@@ -50,24 +55,30 @@ def test_the_patch_enters_the_fingerprint():
 
 
 def test_the_patch_applies_to_the_pinned_sdist_once(tmp_path: Path):
-    """What the stack build runs (horovod.yml): the reverse dry run tells a patched tree
-    (left alone) from one to patch."""
+    """The stack build's own step (horovod.yml's shell, run as Ansible runs it) on the
+    very sdist the lockfile pins: it patches a fresh tree, then leaves a patched one alone."""
+    tasks = yaml.safe_load((data_path("playbooks") / HOROVOD_TASKS).read_text())
+    (step,) = [t for t in tasks if t["name"] == "Apply mpicluster's patches to Horovod"]
+    script = step["ansible.builtin.shell"]["cmd"]
     with tarfile.open(pypi_sdist("horovod", "0.28.1")) as sdist:
         sdist.extractall(tmp_path, filter="data")
     tree = tmp_path / "horovod-0.28.1"
     patch = str(resolve("horovod", "0.28.1", None, None).patches[0].verified())
 
-    def patched() -> bool:
-        reverse = ["patch", "-p1", "--reverse", "--dry-run", "--force", "--silent", "-i", patch]
-        return subprocess.run(reverse, cwd=tree, capture_output=True).returncode == 0
+    def apply() -> str:
+        done = subprocess.run(
+            ["bash", "-c", script], cwd=tree, env={**os.environ, "PATCH": patch},
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return done.stdout
 
-    assert not patched()
-    subprocess.run(["patch", "-p1", "--forward", "--silent", "-i", patch], cwd=tree, check=True)
-    assert patched()
+    assert "already applied" not in apply()
     common = (tree / "horovod/common/common.h").read_text()
     assert "#include <stdexcept>" in common
     span = (tree / "third_party/flatbuffers/include/flatbuffers/stl_emulation.h").read_text()
     assert "count_ = other.count_;" not in span
+    assert apply().strip() == "already applied"
+    assert (tree / "horovod/common/common.h").read_text() == common  # not applied twice
 
 
 def test_a_patch_pinned_for_a_build_that_applies_none_is_a_lockfile_error():
