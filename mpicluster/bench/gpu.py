@@ -59,12 +59,7 @@ def wanted(plan: ClusterPlan) -> bool:
 
 def command(plan: ClusterPlan, test: str, major: int) -> str:
     head = plan.nodes[0]
-    runner = mpirun.Mpirun(
-        f"{plan.layout.mpi_bin}/mpirun",
-        major,
-        plan.node_ssh(head).user == "root",
-        plan.layout.mpi_prefix,
-    )
+    runner = mpirun.Mpirun.of(plan.layout, major, root=plan.node_ssh(head).user == "root")
     options = mpirun_network_args(plan.inventory.network, major)
     program = [f"{plan.layout.mpi_bin}/{test}", *ARGS]
     return shlex.join(runner.argv(gpu_placement(plan), options, program))

@@ -46,12 +46,7 @@ def mpi_major(plan: ClusterPlan) -> int:
 
 def command(plan: ClusterPlan, names: list[str], spec: dict, major: int) -> str:
     head = plan.nodes[0]
-    runner = mpirun.Mpirun(
-        f"{plan.layout.mpi_bin}/mpirun",
-        major,
-        plan.node_ssh(head).user == "root",
-        plan.layout.mpi_prefix,
-    )
+    runner = mpirun.Mpirun.of(plan.layout, major, root=plan.node_ssh(head).user == "root")
     placement = mpirun.hosts(dict.fromkeys(names, 1))
     options = [*mpirun_network_args(plan.inventory.network, major), "--bind-to", "none"]
     program = [plan.layout.python, f"{layout.SMOKE_DIR}/{PROGRAM}", json.dumps(spec)]

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpicluster.cluster.layout import Layout
 
 
 def hosts(counts: Mapping[str, int]) -> list[str]:
@@ -32,6 +36,12 @@ class Mpirun:
     #: build's own default (configure's --enable-prte-prefix-by-default) is its folder on
     #: the head. None: the launcher's own default (a distribution's Open MPI).
     prefix: str | None = None
+
+    @classmethod
+    def of(cls, layout: Layout, major: int, root: bool) -> Mpirun:
+        """The cluster's own mpirun, where the layout puts it, with the prefix every node
+        shares (a source stack's `current`)."""
+        return cls(f"{layout.mpi_bin}/mpirun", major, root, layout.mpi_prefix)
 
     def argv(
         self, placement: Sequence[str], options: Sequence[str] = (), program: Sequence[str] = ()

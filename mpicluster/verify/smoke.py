@@ -450,9 +450,7 @@ def mpirun_command(
         options += PML_VERBOSE
     if kind == "nccl-tests":
         options += mpirun.exports(nccl_tests.DEBUG_ENV)
-    command = Mpirun(
-        f"{plan.layout.mpi_bin}/mpirun", major, root=user == "root", prefix=plan.layout.mpi_prefix
-    )
+    command = Mpirun.of(plan.layout, major, root=user == "root")
     return shlex.join(command.argv(placement, options, smoke_program(plan, kind)))
 
 
