@@ -278,28 +278,27 @@ def test_versions_takes_one_build_per_release_and_the_same_mpi_everywhere():
     assert "its debian-12 build, Python and PyTorch wheel" in node1.evidence
     assert "mixes 2 releases" in node1.evidence and "PyTorch 2.13.0+cpu" in node1.evidence
 
-    def other_torch(facts):
-        mixed(facts)
-        facts["node3"]["versions"]["torch"] = "2.12.0"
+    def odd_one_out(node: str, component: str, version: str) -> str:
+        """The evidence against `node` when only its `component` differs."""
 
-    report = consistency.check(gathered(text, tweak=other_torch))
-    assert bad(report) == {("node3", None, "fail")}
-    node3 = next(r for r in report.results if r.node == "node3")
-    assert "PyTorch 2.12.0 (the other 2 node(s): 2.13.0)" in node3.evidence, node3.evidence
+        def tweak(facts):
+            mixed(facts)
+            facts[node]["versions"][component] = version
+
+        report = consistency.check(gathered(text, tweak=tweak))
+        assert bad(report) == {(node, None, "fail")}
+        return next(r for r in report.results if r.node == node).evidence
+
+    evidence = odd_one_out("node3", "torch", "2.12.0")
+    assert "PyTorch 2.12.0 (the other 2 node(s): 2.13.0)" in evidence, evidence
     report = consistency.check(gathered(text, tweak=lambda f: mixed(f, odd_build=True)))
     assert bad(report) == {("node3", None, "fail")}  # a tie: node2, first, is the reference
     node3 = next(r for r in report.results if r.node == "node3")
     wanted = f"build fingerprint {'c' * 16} (the other 1 node(s) of debian-13: fingerprint "
     assert wanted in node3.evidence, node3.evidence
 
-    def other_mpi4py(facts):
-        mixed(facts)
-        facts["node1"]["versions"]["mpi4py"] = "3.1.4"
-
-    report = consistency.check(gathered(text, tweak=other_mpi4py))
-    assert bad(report) == {("node1", None, "fail")}
-    node1 = next(r for r in report.results if r.node == "node1")
-    assert "mpi4py 3.1.4 (the other 2 node(s): 4.1.2)" in node1.evidence
+    evidence = odd_one_out("node1", "mpi4py", "3.1.4")
+    assert "mpi4py 3.1.4 (the other 2 node(s): 4.1.2)" in evidence, evidence
 
 
 def test_versions_says_which_nccl_pytorch_loads_and_finds_a_lost_link():
