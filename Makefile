@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint docs unit cluster clean
+.PHONY: demo test host-packages lint docs unit cluster clean
 
 # mpicluster alone (the demo); with the linters, tests and docs tools (everything else)
 $(BIN)/.installed-run: pyproject.toml
@@ -23,9 +23,13 @@ demo: $(BIN)/.installed-run
 	$(BIN)/mpicluster local up
 	$(BIN)/mpicluster up inventories/local.yaml
 
-## test: lint and the docs' strict build, then unit and cluster tests
-test: lint docs
+## test: what the tests need on this machine, lint and the docs' strict build, then unit and cluster tests
+test: host-packages lint docs
 	$(BIN)/pytest
+
+## host-packages: install (as root, with apt-get) the packages the tests need and this machine lacks
+host-packages: $(BIN)/.installed
+	$(BIN)/python -m tests.host_packages
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -38,10 +42,10 @@ lint: $(BIN)/.installed
 docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-unit: $(BIN)/.installed
+unit: host-packages
 	$(BIN)/pytest -m "not cluster"
 
-cluster: $(BIN)/.installed
+cluster: host-packages
 	$(BIN)/pytest -m cluster
 
 clean:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from mpicluster.errors import ToolMissingError, UsageError
@@ -38,15 +38,32 @@ default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]
 """
 
 
-def missing_packages(provider: str) -> list[str]:
+def provider_packages(provider: str) -> dict[str, str]:
+    """The Debian packages `provider` needs on this machine, each with a file it provides."""
     if provider != "docker":
-        return [] if shutil.which("vagrant") else ["vagrant"]
-    return [pkg for pkg, path in DOCKER_PROVIDER_PACKAGES.items() if not Path(path).exists()]
+        return {"vagrant": "vagrant"}  # libvirt, virtualbox: any vagrant on PATH
+    return dict(DOCKER_PROVIDER_PACKAGES)
+
+
+def missing_packages(packages: Mapping[str, str]) -> list[str]:
+    """The packages whose file is not on this machine."""
+    return [pkg for pkg, path in packages.items() if not _present(path)]
+
+
+def _present(path: str) -> bool:
+    """A file, or a bare command name looked up on PATH (vagrant may live elsewhere)."""
+    return shutil.which(path) is not None if "/" not in path else Path(path).exists()
 
 
 def ensure_tools(provider: str, progress: Progress) -> None:
     """Install what the provider needs with apt-get when possible, else say what to install."""
-    missing = missing_packages(provider)
+    ensure_packages(provider_packages(provider), progress)
+
+
+def ensure_packages(packages: Mapping[str, str], progress: Progress) -> None:
+    """Install the missing ones of `packages` (name: a file it provides) with apt-get as
+    root, else raise naming them and the command that installs them."""
+    missing = missing_packages(packages)
     if not missing:
         return
     command = f"apt-get install -y --no-install-recommends {' '.join(missing)}"
@@ -67,7 +84,7 @@ def ensure_tools(provider: str, progress: Progress) -> None:
             env=env,
             hint=f"could not install {', '.join(missing)}",
         )
-    still = missing_packages(provider)
+    still = missing_packages(packages)
     if still:
         raise ToolMissingError(f"still missing after apt-get install: {', '.join(still)}")
 

@@ -904,7 +904,7 @@ def test_sync_tree_through_rsync_and_ssh(tmp_path, monkeypatch, marker):
     from mpicluster.run import sync
 
     if shutil.which("rsync") is None:
-        pytest.skip("rsync is not installed")
+        pytest.fail("rsync is not installed (make test installs it: python -m tests.host_packages)")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     remote_bin = tmp_path / "remote-bin"
@@ -1134,7 +1134,7 @@ def test_collect_brings_back_a_hostile_path_through_rsync(tmp_path, monkeypatch,
     from mpicluster.run import collect as collecting
 
     if shutil.which("rsync") is None:
-        pytest.skip("rsync is not installed")
+        pytest.fail("rsync is not installed (make test installs it: python -m tests.host_packages)")
     home = tmp_path / "home"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -1,7 +1,7 @@
 """doctor's rank check: what a rank gets. The probe's reader (remote/rankenv.py) runs
 for real here, in a real venv standing in for the stack's, with an mpi4py stand-in whose
-MPI module loads a real libmpi through the loader (the system's Open MPI, which CI
-installs); the check judges what it read."""
+MPI module loads a real libmpi through the loader (the system's Open MPI, which make
+test installs); the check judges what it read."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from mpicluster.cluster.layout import Layout
 from mpicluster.doctor.checks import rank_env
 from mpicluster.doctor.model import Status
 from mpicluster.remote import rankenv
+from tests.host_packages import system_libmpi
 
-SYSTEM_LIBMPI = Path("/usr/lib/x86_64-linux-gnu/libmpi.so.40")
+SYSTEM_LIBMPI = Path(system_libmpi())
 INVENTORY = "cluster: t\nnodes:\n  - {name: node1, address: 10.9.0.11}\n"
 MPI4PY = "class rc:\n    initialize = True\n    finalize = True\n"
 
@@ -35,7 +36,7 @@ def stand_in(site: Path, library: Path) -> None:
 def stack(tmp_path_factory) -> Path:
     """<root>/venv (a real venv) with the stand-in, <root>/lib with a copy of libmpi."""
     if not SYSTEM_LIBMPI.exists():
-        pytest.fail(f"{SYSTEM_LIBMPI} is missing: install libopenmpi-dev (CI's .ci/run does)")
+        pytest.fail(f"{SYSTEM_LIBMPI} is missing: install libopenmpi-dev (make test does)")
     root = tmp_path_factory.mktemp("stacks") / "fp1"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
     (root / "lib").mkdir()
