@@ -197,6 +197,10 @@ def run_command(
             raise TimeoutError(f"command did not finish within {timeout:.0f} s")
         else:
             channel.status_event.wait(0.02)
+    # The data, the EOF and the exit status can all arrive between the checks above: what
+    # is still buffered is part of the output (found losing a whole stdout under load).
+    while channel.recv_ready():
+        out += channel.recv(65536)
     while channel.recv_stderr_ready():
         err += channel.recv_stderr(65536)
     code = channel.recv_exit_status()

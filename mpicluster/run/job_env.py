@@ -151,5 +151,6 @@ def _look(plan: ClusterPlan, nodes: list[Node], key: str) -> tuple[dict[str, str
         if state.strip() != "ready":
             missing.append(node)
     if len(set(homes.values())) > 1:
-        raise UsageError("--requirements: the MPI user's home differs between the job's nodes")
+        seen = ", ".join(f"{name}: {home or '(none)'}" for name, home in homes.items())
+        raise UsageError(f"--requirements: the MPI user's home differs between the nodes ({seen})")
     return homes, missing
