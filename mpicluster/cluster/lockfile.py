@@ -197,6 +197,15 @@ def resolve(component: str, version: str | None, url: str | None, sha256: str | 
     return pinned[wanted]
 
 
+def suite_files(project: str, version: str) -> dict[str, Source]:
+    """The pinned files of a peer's own test suite (`suites:` in the lockfile), by their
+    path in the project's tree."""
+    pins = lockfile().get("suites", {}).get(project, {}).get(version)
+    if not pins:
+        raise LockfileError(f"suites.{project}", f"no pinned test suite for {project} {version}")
+    return {path: _file(f"{project} tests", version, pin) for path, pin in pins.items()}
+
+
 def _pinned(component: str, version: str, pin: dict[str, Any]) -> Source:
     # every file of a release is the same tree: each gets the release's patches
     patches = tuple(Patch(str(p["file"]), str(p["sha256"])) for p in pin.get("patches", []))
