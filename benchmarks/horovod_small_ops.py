@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.conftest import mpicluster  # noqa: E402
 
 RANK_PROGRAM = """\
 import json, statistics, sys, time
@@ -69,29 +71,21 @@ CANDIDATES = {
 
 
 def one(inventory: str, folder: Path, per_node: int, env: list[str], ops: int) -> dict:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mpicluster",
-            "run",
-            inventory,
-            "--sync",
-            str(folder),
-            "--per-node",
-            str(per_node),
-            "--hang-timeout",
-            "300",
-            *env,
-            "--",
-            "python",
-            "small_ops.py",
-            str(ops),
-        ],
-        capture_output=True,
-        text=True,
+    done = mpicluster(
+        "run",
+        inventory,
+        "--sync",
+        str(folder),
+        "--per-node",
+        str(per_node),
+        "--hang-timeout",
+        "300",
+        *env,
+        "--",
+        "python",
+        "small_ops.py",
+        str(ops),
         check=False,
-        cwd=REPO,
     )
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):

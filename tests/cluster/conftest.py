@@ -104,3 +104,14 @@ def build(request, tmp_path_factory):
         "generated": generated,
     }
     mpicluster("local", "down", "--name", NAME, check=False)
+
+
+@pytest.fixture(scope="module")
+def ready(build):
+    """The built cluster after `up` with its stack (test_stack_run, test_peer_suites)."""
+    done = mpicluster("up", str(build["inventory"]), check=False, timeout=3600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    from mpicluster.cluster.inventory import load_inventory
+
+    build["nodes"] = [n.name for n in load_inventory(build["inventory"]).nodes]
+    return build

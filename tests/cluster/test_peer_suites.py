@@ -27,13 +27,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.on_demand, pytest.mark.peer_suite
 SUITE_CACHE = Path(os.environ.get("MPICLUSTER_SUITE_CACHE", "~/.cache/mpicluster/sources"))
 
 
-@pytest.fixture(scope="module")
-def ready(build):
-    done = mpicluster("up", str(build["inventory"]), check=False, timeout=3600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return build
-
-
 def stack_fingerprint(ready) -> str:
     current = "basename $(readlink -f /opt/mpicluster/current)"
     return ready["cluster"].ssh("node1", current).stdout.strip()
@@ -45,7 +38,7 @@ def stack_fingerprint(ready) -> str:
 @pytest.mark.parametrize("per_node", [1, 2])
 def test_horovods_parallel_suite_passes_with_every_left_out_test_named(ready, per_node, tmp_path):
     inventory = ready["inventory"]
-    nodes = len(load_inventory(inventory).nodes)
+    nodes = len(ready["nodes"])
     size = nodes * per_node
     staged = peer_suites.stage(SourceCache(SUITE_CACHE), "0.28.1", tmp_path / "horovod")
     done = mpicluster(
@@ -70,8 +63,8 @@ def test_horovods_parallel_suite_passes_with_every_left_out_test_named(ready, pe
         timeout=3600,
     )
     result = json.loads(done.stdout)
-    name = load_inventory(inventory).cluster
-    store = cluster_dir(name) / "suites" / stack_fingerprint(ready) / f"horovod-{nodes}x{per_node}"
+    suites = cluster_dir(load_inventory(inventory).cluster) / "suites"
+    store = suites / stack_fingerprint(ready) / f"horovod-{nodes}x{per_node}"
     outcomes = peer_suites.keep(Path(result["collect"]["into"]), store)
     assert done.returncode == 0 and len(outcomes) == size, done.stderr[-4000:]
     assert all(not o.failed for o in outcomes.values()), peer_suites.summary(outcomes)

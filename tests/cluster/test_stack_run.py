@@ -78,16 +78,6 @@ MPI4PY_PLAIN = (
 )
 
 
-@pytest.fixture(scope="module")
-def ready(build):
-    done = mpicluster("up", str(build["inventory"]), check=False, timeout=3600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    from mpicluster.cluster.inventory import load_inventory
-
-    build["nodes"] = [n.name for n in load_inventory(build["inventory"]).nodes]
-    return build
-
-
 def run(ready, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return mpicluster("run", str(ready["inventory"]), *args, check=False, timeout=timeout)
 
