@@ -5,7 +5,8 @@ ranks, in one job: what one `hvd.broadcast` + `hvd.allreduce` of a 17-float tens
 
 Runs on a provisioned cluster with the from-source stack (`make demo`'s), through
 `mpicluster run`, at 1 and 2 ranks per node, once per candidate environment (the stack as
-`up` leaves it, then each setting in CANDIDATES). Prints, per cell, the median time of one
+`up` leaves it, then with the settings the local inventory changes put back: Horovod's own
+1 ms cycle, and ranks that spin while they wait). Prints, per cell, the median time of one
 operation pair for each library and their ratio (issue 49's goal: Horovod within 5x).
 
     .venv/bin/python benchmarks/horovod_small_ops.py inventories/local.yaml [--ops 40]
@@ -66,7 +67,13 @@ if rank == 0:
 #: name: --env arguments for `mpicluster run`
 CANDIDATES = {
     "as up leaves it": [],
-    "mpi_yield_when_idle=1": ["--env", "OMPI_MCA_mpi_yield_when_idle=1"],
+    "Horovod's 1 ms cycle": ["--env", "HOROVOD_CYCLE_TIME=1"],
+    "1 ms cycle, ranks spin": [
+        "--env",
+        "HOROVOD_CYCLE_TIME=1",
+        "--env",
+        "OMPI_MCA_mpi_yield_when_idle=0",
+    ],
 }
 
 

@@ -224,6 +224,10 @@ class Mpi4py(Source):
 class Horovod(Source):
     enabled: bool = True
     frameworks: list[Literal["pytorch"]] = ["pytorch"]
+    #: How often Horovod's background thread looks for work, in ms (HOROVOD_CYCLE_TIME
+    #: in the /etc/environment block); unset: Horovod's own 1 ms. Shorter: small
+    #: operations wait less, the thread wakes more often.
+    cycle_time_ms: Annotated[float, Field(ge=0.01, le=100)] | None = None
 
 
 class PyTorch(_Model):
@@ -336,6 +340,52 @@ class Scheduler(_Model):
     default_time: SlurmTime | None = None
 
 
+#: Open MPI parameter names (ompi_info's), e.g. mpi_yield_when_idle, btl_tcp_links.
+_MCA_NAME = re.compile(r"[a-z][a-z0-9_]{0,79}")
+#: Values /etc/environment takes literally (pam_env expands and quotes nothing there):
+#: numbers, words, lists ("^openib,tcp"), paths.
+_MCA_VALUE = re.compile(r"[A-Za-z0-9_.,:/+^@%=-]{1,200}")
+#: Parameters the network section sets; the inventory gives them there.
+_NETWORK_MCA = ("btl_tcp_if_include", "oob_tcp_if_include")
+
+
+def _mca(value: object) -> object:
+    if not isinstance(value, dict):
+        return value  # the type check names it
+    for name, setting in value.items():
+        if not isinstance(name, str) or not _MCA_NAME.fullmatch(name):
+            raise PydanticCustomError(
+                "mpicluster",
+                f"{name!r} is not an Open MPI parameter name (like mpi_yield_when_idle; "
+                "without the OMPI_MCA_ prefix)",
+            )
+        if name in _NETWORK_MCA:
+            raise PydanticCustomError(
+                "mpicluster", f"{name}: network (interface or cidr) sets it; give it there"
+            )
+        if not isinstance(setting, str | int) or isinstance(setting, bool):
+            raise PydanticCustomError(
+                "mpicluster", f"{name}: {setting!r} is not a value (give a number or a word)"
+            )
+        if not _MCA_VALUE.fullmatch(str(setting)):
+            raise PydanticCustomError(
+                "mpicluster",
+                f"{name}: {setting!r} is not a value /etc/environment keeps literally "
+                "(a number, or letters, digits and _.,:/+^@%=-)",
+            )
+    return {name: str(setting) for name, setting in value.items()}
+
+
+class Mpi(_Model):
+    """Open MPI settings every rank of every job gets (the /etc/environment block)."""
+
+    #: Open MPI (MCA) parameters by name, e.g. {mpi_yield_when_idle: 1}; written as
+    #: OMPI_MCA_<name>=<value>, expected by doctor, used by the smoke test.
+    mca: dict[str, str] = {}
+
+    _mca = field_validator("mca", mode="before")(_mca)
+
+
 class Sources(_Model):
     cache: UserPath = "~/.cache/mpicluster/sources"
     #: Packed builds (one per fingerprint) that new or reinstalled nodes get by copy.
@@ -348,6 +398,7 @@ class Inventory(_Model):
     cluster: ClusterName
     ssh: SshSettings = SshSettings()
     network: Network = Network()
+    mpi: Mpi = Mpi()
     nodes: Annotated[list[Node], Field(min_length=1)]
     stack: Stack = Stack()
     python: Python = Python()
@@ -518,6 +569,7 @@ def parse_inventory(
 _MESSAGES = {
     "missing": "required",
     "int_type": "must be an integer",
+    "float_type": "must be a number",
     "bool_type": "must be true or false",
     "string_type": "must be a string",
     "list_type": "must be a list",

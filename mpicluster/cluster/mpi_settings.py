@@ -4,11 +4,14 @@ command line the smoke test launches with."""
 
 from __future__ import annotations
 
-from mpicluster.cluster.inventory import Network
+from collections.abc import Mapping
+
+from mpicluster.cluster.inventory import Inventory, Network
 
 
-def mpi_environment(network: Network) -> dict[str, str]:
-    """Variables that keep MPI (and NCCL) traffic on the inventory's network.
+def mpi_environment(network: Network, mca: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Variables that keep MPI (and NCCL) traffic on the inventory's network, and the
+    inventory's own Open MPI parameters (its `mpi.mca`).
 
     Both Open MPI series read them from the environment of every daemon and rank:
     4.x's runtime takes OMPI_MCA_oob_*, 5.x's PRRTE takes PRTE_MCA_oob_*; the one a
@@ -22,6 +25,18 @@ def mpi_environment(network: Network) -> dict[str, str]:
         variables["PRTE_MCA_oob_tcp_if_include"] = selector  # Open MPI 5.x (PRRTE)
     if network.interface:
         variables["NCCL_SOCKET_IFNAME"] = network.interface
+    for name, value in (mca or {}).items():
+        variables[f"OMPI_MCA_{name}"] = value
+    return variables
+
+
+def environment_of(inventory: Inventory) -> dict[str, str]:
+    """Every variable of the /etc/environment block besides PATH and LD_LIBRARY_PATH:
+    the network's, the inventory's `mpi.mca`, and the cycle time of a Horovod it builds."""
+    variables = mpi_environment(inventory.network, inventory.mpi.mca)
+    horovod = inventory.stack.horovod
+    if inventory.stack.install == "source" and horovod.enabled and horovod.cycle_time_ms:
+        variables["HOROVOD_CYCLE_TIME"] = f"{horovod.cycle_time_ms:g}"
     return variables
 
 

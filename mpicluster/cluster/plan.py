@@ -11,7 +11,7 @@ from typing import Any
 
 from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
 from mpicluster.cluster.layout import Layout
-from mpicluster.cluster.mpi_settings import mpi_environment
+from mpicluster.cluster.mpi_settings import environment_of
 from mpicluster.cluster.validators import is_ip
 
 
@@ -30,7 +30,7 @@ class ClusterPlan:
             inventory,
             Layout.of(inventory),
             {node.name: inventory.node_ssh(node) for node in inventory.nodes},
-            mpi_environment(inventory.network),
+            environment_of(inventory),
         )
 
     @property

@@ -206,7 +206,7 @@ def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Op
         "names": [n.name for n in plan.nodes],
         "gpus": node.gpus,
         "files": list(layout.CONFIG_FILES),
-        "mpi_variables": list(mpi_settings.VARIABLES),
+        "mpi_variables": sorted({*mpi_settings.VARIABLES, *plan.mpi_env}),
         "stack_files": options.needs_stack_files,
         "rank_env": options.needs_rank_env,
         "deep": options.deep,

@@ -173,6 +173,10 @@ def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
         f"  known_hosts: {display_path(spec.known_hosts)}",
         "network:",
         f"  cidr: {spec.subnet}",
+        "mpi:",
+        "  # The nodes share this machine's cores: a rank that waits for a message gives",
+        "  # its core to the others instead of spinning (small operations: ms, not 50 ms).",
+        "  mca: {mpi_yield_when_idle: 1}",
         "nodes:",
     ]
     for name, address in zip(spec.node_names, spec.addresses, strict=True):
@@ -193,6 +197,9 @@ def render_inventory(spec: LocalSpec, identities: dict[str, Path]) -> str:
         "  # 5.0.7: its upstream tarball, or Debian's copy of the same tree when",
         "  # download.open-mpi.org is out of reach (see mpicluster/data/stack.lock.yaml).",
         "  openmpi: {version: 5.0.7}",
+        "  # Horovod's background thread looks for work every 0.1 ms, not every 1 ms:",
+        "  # a small operation costs about 0.35 ms here instead of 1.5 ms.",
+        "  horovod: {cycle_time_ms: 0.1}",
     ]
     if spec.cuda:
         lines += [

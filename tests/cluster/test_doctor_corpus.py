@@ -200,6 +200,18 @@ def cases() -> list[Case]:
             allow=(("launch", "node2"), ("launch", None)),
         ),
         Case(
+            "bashrc-overrides-an-mca-setting-of-the-inventory",
+            "node3",
+            save("node3", bashrc)
+            + " && "
+            + user(f'sed -i "1i export OMPI_MCA_mpi_yield_when_idle=0" {bashrc}'),
+            put_back("node3", bashrc),
+            # the local inventory's mpi.mca: its ranks would spin on the shared cores
+            expect=(("env", "node3"),),
+            fix={("env", "node3"): (f"{bashrc}:1", "OMPI_MCA_mpi_yield_when_idle")},
+            allow=(("launch", "node3"), ("launch", None), ("rank_env", "node3")),
+        ),
+        Case(
             "mca-params-file-differs",
             "node2",
             save("node2", params) + f" && printf '\\nbtl = self,vader\\n' >> {params}",

@@ -26,6 +26,28 @@ def test_the_plan_resolves_each_node_once():
     assert plan.mpi_env["OMPI_MCA_btl_tcp_if_include"] == "10.0.0.0/24"
 
 
+def test_the_inventorys_mca_parameters_join_the_block_after_the_network():
+    plan = ClusterPlan.of(
+        parse_inventory(INVENTORY + "mpi:\n  mca: {mpi_yield_when_idle: 1, btl: '^openib'}\n")
+    )
+    assert plan.mpi_env == {
+        "OMPI_MCA_btl_tcp_if_include": "10.0.0.0/24",
+        "OMPI_MCA_oob_tcp_if_include": "10.0.0.0/24",
+        "PRTE_MCA_oob_tcp_if_include": "10.0.0.0/24",
+        "OMPI_MCA_mpi_yield_when_idle": "1",
+        "OMPI_MCA_btl": "^openib",
+    }
+
+
+def test_horovods_cycle_time_joins_the_block_while_horovod_is_built():
+    given = INVENTORY + "stack:\n  horovod: {cycle_time_ms: 0.1%s}\n"
+    plan = ClusterPlan.of(parse_inventory(given % ""))
+    assert plan.mpi_env["HOROVOD_CYCLE_TIME"] == "0.1"
+    plan = ClusterPlan.of(parse_inventory(given % ", enabled: false"))
+    assert "HOROVOD_CYCLE_TIME" not in plan.mpi_env
+    assert "HOROVOD_CYCLE_TIME" not in ClusterPlan.of(parse_inventory(INVENTORY)).mpi_env
+
+
 def test_up_and_down_take_the_same_playbook_inputs(tmp_path, monkeypatch):
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
     plan = ClusterPlan.of(parse_inventory(INVENTORY))

@@ -118,6 +118,8 @@ def test_the_local_cuda_inventory_is_valid_and_asks_for_a_build_without_gpus(tmp
     assert inv.stack.gpus_present is False and inv.stack.cuda_home == "/usr/local/cuda"
     assert inv.stack.nccl.cuda_archs == ["9.0"]
     assert inv.stack.nccl.only_funcs == "AllReduce Sum f32 * *|SendRecv"
+    assert inv.mpi.mca == {"mpi_yield_when_idle": "1"}  # the nodes share the cores
+    assert inv.stack.horovod.cycle_time_ms == 0.1
     plain = render_inventory(LocalSpec(name="cpu", nodes=2), keys)
     assert "gpus:" not in plain and "cuda_home" not in plain and "gpus_present" not in plain
 

@@ -241,6 +241,36 @@ CASES += [
         ":6: stack.mpi4py.version: give the exact version",
     ),
     (
+        "mca-prefixed-name",
+        GOOD + "mpi:\n  mca: {OMPI_MCA_btl: tcp}\n",
+        ":6: mpi.mca: 'OMPI_MCA_btl' is not an Open MPI parameter name",
+    ),
+    (
+        "mca-network-parameter",
+        GOOD + "mpi:\n  mca: {btl_tcp_if_include: eth0}\n",
+        ":6: mpi.mca: btl_tcp_if_include: network (interface or cidr) sets it",
+    ),
+    (
+        "mca-value-with-space",
+        GOOD + "mpi:\n  mca: {mpi_show_mca_params: 'all enviro'}\n",
+        "mpi.mca: mpi_show_mca_params: 'all enviro' is not a value /etc/environment keeps",
+    ),
+    (
+        "mca-boolean-value",
+        GOOD + "mpi:\n  mca: {mpi_yield_when_idle: true}\n",
+        "mpi.mca: mpi_yield_when_idle: True is not a value (give a number or a word)",
+    ),
+    (
+        "horovod-cycle-time-zero",
+        GOOD + "stack:\n  horovod: {cycle_time_ms: 0}\n",
+        ":6: stack.horovod.cycle_time_ms: must be >= 0.01",
+    ),
+    (
+        "horovod-cycle-time-word",
+        GOOD + "stack:\n  horovod: {cycle_time_ms: fast}\n",
+        ":6: stack.horovod.cycle_time_ms: must be a number",
+    ),
+    (
         "source-file-missing",
         GOOD
         + "stack:\n  openmpi: {version: 4.1.4, url: /nonexistent/o.tar.xz, sha256: "
