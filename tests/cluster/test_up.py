@@ -102,6 +102,31 @@ def test_an_unchanged_cluster_skips_the_playbooks_until_a_node_changes(cluster, 
     assert (result["path"], result["smoke"]) == ("unchanged", None)
 
 
+def test_a_changed_block_reaches_the_next_login_through_a_held_master(cluster, inventory, tmp_path):
+    """The mesh's ssh master connections (ControlPersist) keep the environment their login
+    began with, and every `ssh node command` between nodes goes through them (horovodrun's,
+    pdsh's, a user's): up retires them when it changes a block, so the next login gets the
+    new one, while the sessions a running job holds go on."""
+    # a job that runs through up: its sessions hold node1's masters to node2 and node3
+    held = "for n in node2 node3; do nohup ssh $n sleep 600 >/dev/null 2>&1 & done; sleep 2"
+    cluster.ssh("node1", held)
+    by_interface = inventory_with(inventory, tmp_path / "eth0.yaml", network={"interface": "eth0"})
+    try:
+        up_json(by_interface)
+        seen = cluster.ssh("node1", "for n in node2 node3; do ssh $n env; done").stdout
+        assert seen.count("NCCL_SOCKET_IFNAME=eth0") == 2, seen
+        done = mpicluster(
+            "run", str(by_interface), "--", "sh", "-c", "echo seen $(hostname) $NCCL_SOCKET_IFNAME"
+        )
+        ranks = sorted(line.split()[1:] for line in done.stdout.splitlines() if "seen " in line)
+        assert ranks == [[node, "eth0"] for node in NODES], done.stdout
+        # the running job's sessions were left alone
+        assert cluster.ssh("node1", "pgrep -c -f '^ssh node. sleep 600'").stdout.strip() == "2"
+    finally:
+        cluster.ssh("node1", "pkill -f '^ssh node. sleep 600'; true")
+        up_json(inventory)
+
+
 def test_every_node_reaches_every_node_with_strict_host_keys(cluster, inventory):
     inv = load_inventory(inventory)
     targets = [n.name for n in inv.nodes] + [n.address for n in inv.nodes]
