@@ -73,13 +73,14 @@ HOROVOD_LEFT_OUT = (
     ),
     LeftOut(
         "test_horovod_reducescatter_prescale",
-        "the same float16 threshold as test_horovod_allreduce_prescale",
-        _three,
+        "the same float16 threshold as test_horovod_allreduce_prescale (at 6 ranks it "
+        "fails on 5 of them: the sixth goes on to its next reducescatter and waits there)",
+        _more_than_two,
     ),
     LeftOut(
         "test_horovod_grouped_reducescatter_prescale",
-        "the same float16 threshold as test_horovod_allreduce_prescale",
-        _three,
+        "the same float16 threshold as test_horovod_allreduce_prescale, at 3 and 6 ranks",
+        _more_than_two,
     ),
     LeftOut(
         "test_horovod_broadcast_grad_process_sets",
@@ -109,6 +110,24 @@ HOROVOD_LEFT_OUT = (
         _more_than_two,
     ),
 )
+
+
+#: Skips the suite makes without a reason of their own, and the reason its source gives.
+HOROVOD_BARE_SKIPS = {
+    "test_broadcast_state_gpu": "the suite's own @unittest.skip, under its comment "
+    "'TODO: investigate why this hangs on K80s'",
+}
+
+
+def skip_reasons(outcome: Outcome) -> dict[str, str]:
+    """Each skipped test's reason; a bare "Skipped" is replaced by the one the suite's
+    source gives (HOROVOD_BARE_SKIPS), or left empty where none is known."""
+    reasons = {}
+    for name, why in outcome.skipped.items():
+        if why.strip() in ("", "Skipped"):
+            why = HOROVOD_BARE_SKIPS.get(name.rsplit(".", 1)[-1], "")
+        reasons[name] = why
+    return reasons
 
 
 def left_out(size: int) -> list[LeftOut]:
@@ -204,7 +223,8 @@ def read_junit(path: Path) -> Outcome:
     outcome = Outcome()
     root = ET.parse(path).getroot()  # noqa: S314 (the XML our own pytest run wrote)
     for case in root.iter("testcase"):
-        name = case.get("name", "")
+        # the class too: mpi4py's suite has the same method name in many classes
+        name = ".".join(filter(None, (case.get("classname"), case.get("name", ""))))
         outcome.seconds += float(case.get("time", 0) or 0)
         bad = case.find("failure") if case.find("failure") is not None else case.find("error")
         skip = case.find("skipped")

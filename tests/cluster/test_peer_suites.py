@@ -1,5 +1,6 @@
-"""Horovod's own parallel suite for PyTorch on the from-source stack, at 1 and 2 ranks per
-node, through `mpicluster run` as a user runs it (tests/peer_suites.py is the runner).
+"""The peers' own suites on the from-source stack, through `mpicluster run` as a user runs
+them: Horovod's parallel suite for PyTorch at 1 and 2 ranks per node (tests/peer_suites.py
+is its runner), and mpi4py's test/main.py across the nodes (tests/mpi4py_suite.py).
 
 On demand (`pytest -m peer_suites`): it needs the suite's pinned files in the source
 cache (`mpicluster fetch` brings them where GitHub is reachable; here, copy them in by
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cluster.lockfile import default_version
 from mpicluster.cluster.state import cluster_dir
 from mpicluster.stack.cache import SourceCache
-from tests import peer_suites
+from tests import mpi4py_suite, peer_suites
 from tests.cluster.conftest import Variant
 from tests.conftest import mpicluster
 
@@ -69,4 +71,54 @@ def test_horovods_parallel_suite_passes_with_every_left_out_test_named(ready, pe
     assert done.returncode == 0 and len(outcomes) == size, done.stderr[-4000:]
     assert all(not o.failed for o in outcomes.values()), peer_suites.summary(outcomes)
     # every skip is the suite's own, with its reason (GPU-only tests on CPU nodes)
-    assert all(all(why for why in o.skipped.values()) for o in outcomes.values())
+    unexplained = {
+        name
+        for o in outcomes.values()
+        for name, why in peer_suites.skip_reasons(o).items()
+        if not why
+    }
+    assert not unexplained, unexplained
+
+
+@pytest.mark.parametrize(
+    "build", [Variant("5.0.7", cuda=False, ucx=False)], indirect=True, ids=["5.0.7"]
+)
+def test_mpi4pys_own_suite_passes_across_the_nodes_and_its_file_tests_on_one(ready, tmp_path):
+    """mpi4py's test/main.py from the stack's own pinned sdist: every module across the 3
+    nodes but the three that need one filesystem, which run with every rank on one node."""
+    inventory = ready["inventory"]
+    # the sdist `up` built the stack's mpi4py from, in the build's own source cache
+    version = default_version("mpi4py")
+    staged = mpi4py_suite.stage(SourceCache(ready["work"] / "sources"), version, tmp_path / "m")
+    suites = cluster_dir(load_inventory(inventory).cluster) / "suites" / stack_fingerprint(ready)
+    for one_node in (False, True):
+        where = ["--hosts", ready["nodes"][0], *mpi4py_suite.ONE_NODE_RUN] if one_node else []
+        done = mpicluster(
+            "run",
+            str(inventory),
+            "--json",
+            "--sync",
+            str(staged),
+            "--requirements",
+            str(staged / "requirements.txt"),
+            *where,
+            "--hang-timeout",
+            "300",
+            "--env",
+            "PYTHONUNBUFFERED=1",
+            "--collect",
+            "results",
+            "--",
+            *mpi4py_suite.command(one_node),
+            check=False,
+            timeout=3600,
+        )
+        result = json.loads(done.stdout)
+        shape = "one-node" if one_node else f"{len(ready['nodes'])}x1"
+        outcomes = mpi4py_suite.keep(Path(result["collect"]["into"]), suites / f"mpi4py-{shape}")
+        assert done.returncode == 0 and len(outcomes) == 3, done.stderr[-4000:]
+        assert all(not o.failed for o in outcomes.values()), peer_suites.summary(outcomes)
+        ran = {name.split(".")[0] for o in outcomes.values() for name in o.passed}
+        assert ran == set(mpi4py_suite.ONE_NODE_MODULES) if one_node else len(ran) > 50
+        # mpi4py's skips name their reason: "mpi-world-size>1", "cupy", "openmpi", ...
+        assert all(why for o in outcomes.values() for why in o.skipped.values())
