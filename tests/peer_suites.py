@@ -259,6 +259,17 @@ def regressions(before: Path, now: Path) -> list[str]:
     return sorted(passed & failing)
 
 
+def earlier_regressions(store: Path) -> dict[str, list[str]]:
+    """For a run kept in `store` (suites/<fingerprint>/<shape>), the tests that passed on
+    every rank under each earlier stack's run of the same shape and fail now."""
+    fingerprints = store.parent.parent
+    found = {}
+    for before in sorted(fingerprints.glob(f"*/{store.name}")):
+        if before != store and (names := regressions(before, store)):
+            found[before.parent.name] = names
+    return found
+
+
 def summary(outcomes: dict[str, Outcome]) -> str:
     return json.dumps(
         {

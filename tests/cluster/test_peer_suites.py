@@ -70,6 +70,7 @@ def test_horovods_parallel_suite_passes_with_every_left_out_test_named(ready, pe
     outcomes = peer_suites.keep(Path(result["collect"]["into"]), store)
     assert done.returncode == 0 and len(outcomes) == size, done.stderr[-4000:]
     assert all(not o.failed for o in outcomes.values()), peer_suites.summary(outcomes)
+    assert peer_suites.earlier_regressions(store) == {}
     # every skip is the suite's own, with its reason (GPU-only tests on CPU nodes)
     unexplained = {
         name
@@ -118,6 +119,7 @@ def test_mpi4pys_own_suite_passes_across_the_nodes_and_its_file_tests_on_one(rea
         outcomes = mpi4py_suite.keep(Path(result["collect"]["into"]), suites / f"mpi4py-{shape}")
         assert done.returncode == 0 and len(outcomes) == 3, done.stderr[-4000:]
         assert all(not o.failed for o in outcomes.values()), peer_suites.summary(outcomes)
+        assert peer_suites.earlier_regressions(suites / f"mpi4py-{shape}") == {}
         ran = {name.split(".")[0] for o in outcomes.values() for name in o.passed}
         assert ran == set(mpi4py_suite.ONE_NODE_MODULES) if one_node else len(ran) > 50
         # mpi4py's skips name their reason: "mpi-world-size>1", "cupy", "openmpi", ...

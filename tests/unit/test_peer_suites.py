@@ -92,6 +92,15 @@ def test_a_ranks_junit_is_read_and_a_new_failure_is_named_a_regression(tmp_path)
     assert peer_suites.regressions(now, before) == []
     assert peer_suites.regressions(tmp_path / "never", now) == []
 
+    # kept as suites/<fingerprint>/<shape>: a new stack's run names what an earlier broke
+    suites = tmp_path / "suites"
+    for fingerprint, folder in (("aaa", before), ("bbb", now)):
+        (suites / fingerprint).mkdir(parents=True)
+        folder.rename(suites / fingerprint / "horovod-3x1")
+    found = peer_suites.earlier_regressions(suites / "bbb" / "horovod-3x1")
+    assert found == {"aaa": ["test_it.test_broken"]}
+    assert peer_suites.earlier_regressions(suites / "aaa" / "horovod-3x1") == {}
+
 
 def test_the_runners_plugin_leaves_out_exactly_the_test_named_and_writes_each_ranks_xml(
     tmp_path,
