@@ -12,7 +12,7 @@ from mpicluster.cluster import layout, mpirun
 from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError
-from mpicluster.nodes import mpi_version, transport
+from mpicluster.nodes import head_mpi, transport
 from mpicluster.util.text import json_line, last_line
 
 PROGRAM = "bench_mpi.py"
@@ -30,18 +30,13 @@ class MeasureFailed(MpiclusterError):
 
 
 def mpi_major(plan: ClusterPlan) -> int:
-    head = plan.nodes[0]
-    done = transport.run_on(plan, head, f"{plan.layout.mpi_bin}/mpirun --version", timeout=30)
-    if not done.ok:
+    try:
+        return head_mpi.ask(plan).major
+    except head_mpi.HeadMpiError as exc:
         raise MeasureFailed(
-            f"`mpirun --version` failed on {head.name}: "
-            f"{done.error or last_line(done.stdout + done.stderr)}",
+            f"{exc.problem} ({exc.node}): {exc.cause}",
             hint="run `mpicluster doctor` (bench needs a cluster `up` made)",
-        )
-    found = mpi_version.parse(done.stdout)
-    if not found.is_open_mpi or found.major is None:
-        raise MeasureFailed(f"{head.name}'s mpirun is not Open MPI: {found.first_line}")
-    return found.major
+        ) from None
 
 
 def command(plan: ClusterPlan, names: list[str], spec: dict, major: int) -> str:

@@ -26,12 +26,11 @@ from pathlib import Path
 import paramiko
 
 from mpicluster import remote
-from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster import layout
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError
-from mpicluster.nodes import mpi_version, transport
+from mpicluster.nodes import head_mpi, transport
 from mpicluster.run import launch, sync
 from mpicluster.run.hang_report import HangReport
 from mpicluster.run.launch import HeadFacts, Launch, RunOptions
@@ -123,31 +122,29 @@ FREE_PORT = (
     'import os, socket; s = socket.socket(); s.bind(("", 0)); '
     'os.write(1, b"%d" % s.getsockname()[1])'
 )
-#: One round trip before the launch: the head's hostfile, its mpirun, a free port for
-#: PyTorch's rendezvous, the user.
-FACTS_COMMAND = (
-    f"cat {layout.HOSTFILE} 2>/dev/null; echo @@; mpirun --version 2>&1 | head -n 3; echo @@; "
-    f"{remote.PYTHON} -c " + shlex.quote(FREE_PORT) + "; echo; echo @@; id -un"
+#: After the head's MPI (nodes/head_mpi.py), in the same round trip before the launch: a
+#: free port for PyTorch's rendezvous, and the user.
+FACTS_TAIL = (
+    f"; echo @@port; {remote.PYTHON} -c {shlex.quote(FREE_PORT)}; echo; echo @@user; id -un"
 )
 
 
-def parse_head_facts(text: str) -> HeadFacts:
-    parts = text.split("@@\n")
-    if len(parts) != 4:
+def facts_command(mpi_bin: str) -> str:
+    return head_mpi.command(mpi_bin) + FACTS_TAIL
+
+
+def parse_head_facts(node: str, text: str) -> HeadFacts:
+    mpi_part, _, rest = text.partition("@@port\n")
+    port, cut, user = rest.partition("@@user\n")
+    if not cut:
         raise MpiclusterError("the head node's answer was cut short", hint="run mpicluster doctor")
-    slots = hostfile.parse(parts[0])
-    if not slots:
+    if not head_mpi.slots(mpi_part):
         raise MpiclusterError(
             f"the head node has no hostfile at {layout.HOSTFILE}",
             hint="run `mpicluster up INVENTORY` first",
         )
-    version = mpi_version.parse(parts[1])
-    if not version.is_open_mpi or version.major is None:
-        raise MpiclusterError(
-            f"the head node's mpirun is not Open MPI ({version.first_line[:80] or 'no output'})",
-            hint="run `mpicluster doctor INVENTORY`",
-        )
-    return HeadFacts(slots, version.major, int(parts[2].strip() or 0), parts[3].strip())
+    mpi = head_mpi.parse(node, mpi_part)
+    return HeadFacts(mpi.slots, mpi.major, int(port.strip() or 0), user.strip())
 
 
 def remote_command(
@@ -292,8 +289,8 @@ def planned_launch(
     job_id: str,
 ) -> Launch:
     """The job's command line on the head, from what the head reports."""
-    _, out, _ = transport.run_command(client, FACTS_COMMAND, 30)
-    facts = parse_head_facts(out)
+    _, out, _ = transport.run_command(client, facts_command(plan.layout.mpi_bin), 30)
+    facts = parse_head_facts(head_node(plan, options).name, out)
     return launch.build(plan.inventory, options, facts, control_env, job_id=job_id)
 
 

@@ -292,8 +292,8 @@ def build(
         order = [n.name for n in inventory.nodes]
         return _srun(options, head, env, {h: where[h] for h in order if h in where})
     ranks = sum(where.values())
-    prefix = Layout.of(inventory).mpi_prefix
-    command = Mpirun("mpirun", head.mpi_major, root=head.user == "root", prefix=prefix)
+    # the stack's own mpirun, the one the head's facts asked (nodes/head_mpi.py)
+    command = Mpirun.of(Layout.of(inventory), head.mpi_major, root=head.user == "root")
     default_map = "ppr:1:node" if options.launcher == "torchrun" else "slot"
     hosts = [*mpirun.hosts(where), "--map-by", options.map_by or default_map]
     rendezvous(options, head, env, where)

@@ -27,14 +27,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mpicluster import remote
-from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster import layout, mpirun
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.nodes import mpi_version, pairs, ssh_failures, transport
+from mpicluster.nodes import head_mpi, mpi_version, pairs, ssh_failures, transport
 from mpicluster.slurm import SlurmSmoke, run_slurm_smoke
 from mpicluster.util.text import json_line, last_line
 from mpicluster.verify import nccl_tests
@@ -454,38 +453,14 @@ def mpirun_command(
     return shlex.join(command.argv(placement, options, smoke_program(plan, kind)))
 
 
-SLOTS_MARK = "@@slots"
-
-
 def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py") -> AllreduceResult:
     head = plan.nodes[0]
     user = plan.node_ssh(head).user
-    version = transport.run_on(
-        plan,
-        head,
-        f"{plan.layout.mpi_bin}/mpirun --version && "
-        f"{{ echo {SLOTS_MARK}; cat {layout.HOSTFILE} 2>/dev/null; true; }}",
-        timeout=30,
-    )
-    if not version.ok:
-        return AllreduceResult(
-            False,
-            head.name,
-            kind,
-            problem="`mpirun --version` failed on the head",
-            cause=version.error or last_line(version.stdout + version.stderr),
-        )
-    mpi = mpi_version.parse(version.stdout.partition(SLOTS_MARK)[0])
-    if not mpi.is_open_mpi or mpi.major is None:
-        return AllreduceResult(
-            False,
-            head.name,
-            kind,
-            problem="the head's mpirun is not Open MPI",
-            cause=f"`mpirun --version` said: {mpi.first_line or 'nothing'}",
-        )
-    major = mpi.major
-    slots = hostfile.parse(version.stdout.partition(SLOTS_MARK)[2])
+    try:
+        mpi = head_mpi.ask(plan)
+    except head_mpi.HeadMpiError as exc:
+        return AllreduceResult(False, head.name, kind, problem=exc.problem, cause=exc.cause)
+    major, slots = mpi.major, mpi.slots
     command = mpirun_command(plan, major, user, kind, slots)
     started = time.monotonic()
     result = transport.run_on(

@@ -323,7 +323,7 @@ def test_dry_run_prints_the_command_line_for_the_head(ready):
     done = run(ready, "--dry-run", "--torch", "--", "python", "train.py")
     assert done.returncode == 0, done.stderr
     line = done.stdout.strip()
-    assert " mpirun --host node1:1," in line
+    assert " /opt/mpicluster/current/bin/mpirun --host node1:1," in line
     assert "--output tag" in line or "--tag-output" in line  # Open MPI 5.x / 4.x
     assert "MASTER_ADDR=node1" in line and " python -c " in line and " train.py" in line
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import getpass
 import itertools
 import json
 import os
@@ -50,7 +51,8 @@ REGISTRY = {
     "mpicluster.doctor.session:NodeSession.start_probe": "test_doctor_probe_command",
     "mpicluster.doctor.launch_proof:Launch.command": "test_doctor_launch_command_splits_back",
     "mpicluster.run.hang_report:collect": "test_hang_collect_command",
-    "mpicluster.run.job:<module>": "test_head_facts_command_is_constant",
+    "mpicluster.run.job:<module>": "test_head_facts_command_runs_under_sh",
+    "mpicluster.nodes.head_mpi:command": "test_head_facts_command_runs_under_sh",
     "mpicluster.run.job:remote_command": "test_launcher_runs_program_and_env_intact",
     "mpicluster.run.detached:jobs_command": "test_jobs_command_keeps_hostile_words_whole",
     "mpicluster.remote.launcher:batch_script": "test_batch_script_keeps_hostile_words_whole",
@@ -76,7 +78,6 @@ REGISTRY = {
     "mpicluster.run.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
     "mpicluster.run.setup_step:node_command": "test_setup_runs_the_command_and_folder_intact",
     "mpicluster.run.collect:_one": "test_collect_brings_back_a_hostile_path_through_rsync",
-    "mpicluster.bench.measure:mpi_major": "test_bench_commands_split_back",
     "mpicluster.bench.measure:command": "test_bench_commands_split_back",
     "mpicluster.bench.measure:run": "test_bench_commands_split_back",
 }
@@ -480,20 +481,29 @@ def test_job_env_install_runs_paths_and_pins_intact(tmp_path, marker, monkeypatc
     assert ".cache/mpicluster/envs/k;touch x/.complete" in shlex.split(seen[0])
 
 
-def test_head_facts_command_is_constant(tmp_path):
+def test_head_facts_command_runs_under_sh(tmp_path, marker):
+    """The head's facts (nodes/head_mpi.py, and run's port and user after them), run here
+    by /bin/sh: a real mpirun (Debian's, which `make test` installs) read as Open MPI
+    with its series; a hostile prefix stays one word (no marker made) and is named."""
+    from mpicluster.nodes import head_mpi
     from mpicluster.run import job
 
-    lexer = shlex.shlex(job.FACTS_COMMAND, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    assert job.FREE_PORT in list(lexer)
-    # built from constants only: no value of the user's reaches it
-    tree = ast.parse((REPO / "mpicluster" / "run" / "job.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "FACTS_COMMAND":
-            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-            attrs = {n.attr for n in ast.walk(node.value) if isinstance(n, ast.Attribute)}
-            assert names <= {"layout", "remote", "shlex", "FREE_PORT"}, names
-            assert attrs <= {"HOSTFILE", "PYTHON", "quote"}, attrs
+    done = subprocess.run(
+        ["sh", "-c", job.facts_command("/usr/bin")], capture_output=True, text=True, check=False
+    )
+    facts_text = done.stdout
+    with pytest.raises(head_mpi.MpiclusterError, match="no hostfile"):  # none here
+        job.parse_head_facts("here", facts_text)
+    mpi = head_mpi.parse("here", facts_text)
+    assert mpi.version.is_open_mpi and mpi.major in (4, 5) and mpi.slots == {}
+    assert facts_text.rstrip().endswith(getpass.getuser())
+    for value in hostile(marker):
+        done = subprocess.run(
+            ["sh", "-c", head_mpi.command(value)], capture_output=True, text=True, check=False
+        )
+        assert not marker.exists(), value
+        with pytest.raises(head_mpi.HeadMpiError, match="failed on the head"):
+            head_mpi.parse("here", done.stdout)
 
 
 def test_launcher_runs_program_and_env_intact(tmp_path, monkeypatch, marker):
@@ -729,11 +739,12 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
 
     def fake_run_on(inv, node, command, **kw):
         commands.append(command)
-        return transport.RemoteResult(node.name, "mpirun (Open MPI) 5.0.7", "", 0)
+        said = "mpirun (Open MPI) 5.0.7\n@@mpirun-exit 0\n@@slots\n"
+        return transport.RemoteResult(node.name, said, "", 0)
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     smoke.run_allreduce(ClusterPlan.of(inv), 12.7, "mpi4py")
-    assert shlex.split(commands[0])[:3] == ["/opt/a-b.c/current/bin/mpirun", "--version", "&&"]
+    assert shlex.split(commands[0])[:2] == ["/opt/a-b.c/current/bin/mpirun", "--version"]
     words = shlex.split(commands[1])
     assert words[:4] == ["timeout", "-k", "10", "12"]
     user = inv.node_ssh(inv.nodes[0]).user
@@ -768,12 +779,14 @@ def test_bench_commands_split_back(tmp_path, monkeypatch):
 
     def fake_run_on(plan, node, command, **kw):
         commands.append(command)
-        out = "mpirun (Open MPI) 5.0.7" if "--version" in command else '{"pairs": []}'
+        said = "mpirun (Open MPI) 5.0.7\n@@mpirun-exit 0\n@@slots\n"
+        out = said if "--version" in command else '{"pairs": []}'
         return transport.RemoteResult(node.name, out, "", 0)
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     major = measure.mpi_major(plan)
-    assert major == 5 and shlex.split(commands[0]) == ["/opt/a-b.c/current/bin/mpirun", "--version"]
+    assert major == 5
+    assert shlex.split(commands[0])[:2] == ["/opt/a-b.c/current/bin/mpirun", "--version"]
     assert measure.run(plan, ["n1", "n2.example-x"], spec, 30.9, major) == {"pairs": []}
     words = shlex.split(commands[1])
     assert words[:5] == ["timeout", "-k", "10", "30", "/opt/a-b.c/current/bin/mpirun"]

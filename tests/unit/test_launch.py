@@ -34,7 +34,7 @@ def plan(*program: str, **options):
 def test_default_is_every_slot_placed_by_slot_with_tagged_output():
     launch = plan("hostname")
     assert launch.argv[:10] == [
-        "mpirun",
+        "/opt/mpicluster/current/bin/mpirun",
         "--host",
         "node1:2,node2:2,node3:2",
         "-np",
@@ -183,7 +183,7 @@ def test_torchrun_starts_one_per_node_with_a_static_rendezvous():
     launch = plan("train.py", "--epochs", "2", launcher="torchrun")
     assert launch.placement == {"node1": 1, "node2": 1, "node3": 1}
     assert launch.argv[:7] == [
-        "mpirun",
+        "/opt/mpicluster/current/bin/mpirun",
         "--host",
         "node1:1,node2:1,node3:1",
         "-np",
@@ -200,13 +200,20 @@ def test_torchrun_starts_one_per_node_with_a_static_rendezvous():
 
 
 def test_head_facts_and_failure_lines_are_parsed():
-    text = "node1 slots=2\nnode2 slots=4\n@@\nmpirun (Open MPI) 5.0.7\n@@\n40123\n@@\nvagrant\n"
-    facts = job.parse_head_facts(text)
+    said = "mpirun (Open MPI) 5.0.7\n\nReport bugs\n@@mpirun-exit 0\n@@slots\n"
+    text = said + "node1 slots=2\nnode2 slots=4\n@@port\n40123\n@@user\nvagrant\n"
+    facts = job.parse_head_facts("node1", text)
     assert facts == HeadFacts({"node1": 2, "node2": 4}, 5, 40123, "vagrant")
     with pytest.raises(MpiclusterError, match="no hostfile"):
-        job.parse_head_facts("@@\nmpirun (Open MPI) 5.0.7\n@@\n1\n@@\nroot\n")
+        job.parse_head_facts("node1", said + "@@port\n1\n@@user\nroot\n")
     with pytest.raises(MpiclusterError, match="not Open MPI"):
-        job.parse_head_facts("a slots=1\n@@\nHYDRA build details:\n@@\n1\n@@\nroot\n")
+        hydra = "HYDRA build details:\n@@mpirun-exit 0\n@@slots\na slots=1\n"
+        job.parse_head_facts("node1", hydra + "@@port\n1\n@@user\nroot\n")
+    with pytest.raises(MpiclusterError, match="cut short"):
+        job.parse_head_facts("node1", said + "a slots=1\n@@port\n1\n")
+    gone = "sh: 1: /opt/x/bin/mpirun: not found\n@@mpirun-exit 127\n@@slots\na slots=1\n"
+    with pytest.raises(MpiclusterError, match=r"failed on the head \(node1\): sh: 1: /opt"):
+        job.parse_head_facts("node1", gone + "@@port\n1\n@@user\nroot\n")
     assert job.failed_rank(["  Process name: [[47089,1],2]", "  Exit code:    1"]) == 2
     assert job.failed_rank(["   Process name: [prterun-node1-1234@1,1]"]) == 1
     assert job.failed_rank(["MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD"]) == 3
