@@ -107,7 +107,8 @@ def node_facts(plan: ClusterPlan, names: list[str]) -> dict[str, NodeNetwork]:
     network = plan.inventory.network
     wanted = [n for n in plan.nodes if n.name in names]
     done = transport.run_everywhere(plan, FACTS, nodes=wanted, timeout=30)
-    again = [n for n in wanted if not done[n.name].ok]
+    failed = done.failed
+    again = [n for n in wanted if n.name in failed]
     if again:
         done.update(transport.run_everywhere(plan, FACTS, nodes=again, timeout=30))
     found = {}

@@ -240,6 +240,19 @@ def run_on(
     return RemoteResult(node.name, out, err, code, duration=time.monotonic() - started)
 
 
+class GroupResult(dict[str, "RemoteResult"]):
+    """Each node's result of one command run on a group of nodes, by node name and in the
+    group's order (as Fabric's GroupResult): which nodes succeeded and which failed."""
+
+    @property
+    def succeeded(self) -> dict[str, RemoteResult]:
+        return {name: result for name, result in self.items() if result.ok}
+
+    @property
+    def failed(self) -> dict[str, RemoteResult]:
+        return {name: result for name, result in self.items() if not result.ok}
+
+
 def run_everywhere(
     plan: ClusterPlan,
     command: str | Callable[[Node], str],
@@ -248,11 +261,11 @@ def run_everywhere(
     timeout: float = 30,
     workers: int = DEFAULT_WORKERS,
     stdin: str | None = None,
-) -> dict[str, RemoteResult]:
+) -> GroupResult:
     """Run a command on every node (or `nodes`) in parallel, at most `workers` at once."""
     targets = list(nodes if nodes is not None else plan.nodes)
     if not targets:
-        return {}
+        return GroupResult()
 
     def one(node: Node) -> RemoteResult:
         text = command(node) if callable(command) else command
@@ -260,4 +273,4 @@ def run_everywhere(
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
         results = list(pool.map(one, targets))
-    return {result.node: result for result in results}
+    return GroupResult((result.node, result) for result in results)

@@ -125,7 +125,7 @@ def prepare(
             plan.layout.python, env, f"{homes[nodes[0].name]}/{wheels}", packages.install
         )
         answers = transport.run_everywhere(plan, command, nodes=missing, timeout=INSTALL_TIMEOUT)
-        failed = {n: a for n, a in answers.items() if not a.ok}
+        failed = answers.failed
         if failed:
             name, answer = next(iter(failed.items()))
             why = answer.error or telling_line(answer.stderr or answer.stdout)

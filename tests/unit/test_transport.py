@@ -247,7 +247,7 @@ def test_run_everywhere_is_bounded_and_keyed_by_node(monkeypatch):
         time.sleep(0.02)
         with lock:
             running[0] -= 1
-        return transport.RemoteResult(node.name, stdout=command, exit_code=0)
+        return transport.RemoteResult(node.name, stdout=command, exit_code=int(node.name == "n3"))
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     inv = inventory_of(12)
@@ -256,6 +256,9 @@ def test_run_everywhere_is_bounded_and_keyed_by_node(monkeypatch):
     )
     assert list(results) == [f"n{i}" for i in range(12)]
     assert results["n5"].stdout == "echo n5"
+    # which nodes succeeded and which failed, as Fabric's GroupResult says
+    assert list(results.failed) == ["n3"] and results.failed["n3"].exit_code == 1
+    assert list(results.succeeded) == [f"n{i}" for i in range(12) if i != 3]
     assert peak[0] <= 3
     assert {(t, s) for _, _, t, s in seen} == {(9, "x")}
     assert transport.run_everywhere(ClusterPlan.of(inv), "true", nodes=[]) == {}
