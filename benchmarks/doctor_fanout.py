@@ -38,13 +38,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mpicluster.doctor.checks import NAMES as CHECK_NAMES  # noqa: E402
+from mpicluster.doctor import select_checks  # noqa: E402
 from mpicluster.nodes import pairs as pair_plan  # noqa: E402
 
 NAME, SUBNET, NODES = "bench", "192.168.66.0/24", 32
 SIZES = (4, 16, 32)
 #: every check but the mesh, the hostfile and the launch (what they add is timed apart)
-NO_MESH = [n for n in CHECK_NAMES if n not in ("mesh", "hostfile", "launch")]
+NO_MESH = [n for n in select_checks(None) if n not in ("mesh", "hostfile", "launch")]
 
 
 def run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 3600):

@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from mpicluster.cluster.inventory import load_inventory
-    from mpicluster.run.sync import ssh_argv
+    from mpicluster.nodes.openssh import ssh_argv
 
     WORK.mkdir(parents=True, exist_ok=True)
     generated, inventory = WORK / "generated.yaml", WORK / "packages.yaml"

@@ -41,9 +41,10 @@ sys.path.insert(0, str(REPO))
 
 from mpicluster import remote  # noqa: E402
 from mpicluster.cluster.inventory import load_inventory  # noqa: E402
+from mpicluster.nodes.openssh import ssh_argv  # noqa: E402
 from mpicluster.remote.relay import BOOT  # noqa: E402
-from mpicluster.run.sync import ssh_argv  # noqa: E402
-from mpicluster.stack.distribute import depth, tree  # noqa: E402
+from mpicluster.stack import relay_depth as depth  # noqa: E402
+from mpicluster.stack import relay_tree as tree  # noqa: E402
 from tests.conftest import LocalCluster, inventory_with, mpicluster  # noqa: E402
 
 NAME, SUBNET, GATEWAY = "bench-relay", "192.168.61.0/24", "192.168.61.1"

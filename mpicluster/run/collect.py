@@ -26,7 +26,8 @@ from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir
 from mpicluster.errors import ToolMissingError, UsageError
-from mpicluster.run.sync import ssh_argv, transferred
+from mpicluster.nodes.openssh import ssh_argv
+from mpicluster.run.sync import transferred
 from mpicluster.util.text import telling_line
 
 TIMEOUT = 3600

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpicluster.cluster.inventory import Node, ResolvedSsh
+from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, ToolMissingError, UsageError
-from mpicluster.nodes import host_keys, transport
+from mpicluster.nodes import transport
+from mpicluster.nodes.openssh import ssh_argv
 from mpicluster.util.text import telling_line
 
 IGNORE_FILE = ".mpiclusterignore"
@@ -48,27 +49,6 @@ def destination_for(source: Path, to: str | None) -> str:
             raise UsageError("--sync-to: not a path")
         return to.rstrip("/") or "/"
     return f"{DEFAULT_ROOT}/{source.resolve().name}"
-
-
-def ssh_argv(ssh: ResolvedSsh) -> list[str]:
-    """The OpenSSH command line for the inventory's settings, host keys checked."""
-    argv = [
-        "ssh",
-        "-o",
-        "BatchMode=yes",
-        *(
-            word
-            for option in host_keys.openssh_options(ssh.known_hosts, ssh.accept_new_host_keys)
-            for word in ("-o", option)
-        ),
-        "-o",
-        f"ConnectTimeout={int(ssh.connect_timeout)}",
-        "-p",
-        str(ssh.port),
-    ]
-    if ssh.identity:
-        argv += ["-o", "IdentitiesOnly=yes", "-i", str(ssh.identity)]
-    return argv
 
 
 def transferred(output: str) -> int | None:

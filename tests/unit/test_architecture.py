@@ -251,3 +251,36 @@ def test_no_function_is_longer_than_80_lines():
                 if lines > LONGEST_FUNCTION:
                     long.append(f"{name}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+BENCHMARKS = PACKAGE.parent / "benchmarks"
+
+
+def mpicluster_imports(path: Path) -> set[str]:
+    """The mpicluster modules a script outside the package imports (as imports_of reads
+    them: a package's face binds its names)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "mpicluster"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mpicluster"):
+            face = face_of(node.module)
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                found.add(inner if inner in MODULES and alias.name not in face else node.module)
+    return found
+
+
+def test_benchmarks_reach_features_only_through_their_faces():
+    """The benchmarks are users of the package: foundations they may import, a feature
+    only by its package (its __init__'s names), never a module inside it."""
+    scripts = sorted(BENCHMARKS.glob("*.py"))
+    assert len(scripts) > 5
+    wrong = [
+        f"benchmarks/{script.name} imports {target}: import mpicluster.{room(target)} instead"
+        for script in scripts
+        for target in sorted(mpicluster_imports(script))
+        if room(target) in FEATURES and target != f"mpicluster.{room(target)}"
+    ]
+    assert wrong == []

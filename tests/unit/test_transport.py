@@ -561,8 +561,7 @@ def test_doctor_session_records_why_it_could_not_connect(tmp_path, fake_node):
 def test_openssh_under_ansible_and_rsync_takes_the_same_policy(tmp_path):
     """One host-key policy: the playbooks' ssh and `run --sync`'s ssh check keys as the
     transport does, against the inventory's known_hosts."""
-    from mpicluster.nodes import ansible_run
-    from mpicluster.run import sync
+    from mpicluster.nodes import ansible_run, openssh
 
     for accept_new, checking in ((False, "yes"), (True, "accept-new")):
         known = tmp_path / "known hosts"
@@ -576,7 +575,7 @@ def test_openssh_under_ansible_and_rsync_takes_the_same_policy(tmp_path):
         expected = [f"StrictHostKeyChecking={checking}", f"UserKnownHostsFile={known}"]
         assert host_keys.openssh_options(known, accept_new) == expected
         ansible = shlex.split(ansible_run.ssh_args(ClusterPlan.of(inv)))
-        rsync = sync.ssh_argv(inv.node_ssh(inv.nodes[0]))
+        rsync = openssh.ssh_argv(inv.node_ssh(inv.nodes[0]))
         for argv in (ansible, rsync):
             options = [argv[i + 1] for i, word in enumerate(argv) if word == "-o"]
             assert [
