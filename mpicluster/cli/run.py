@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -15,13 +14,8 @@ from mpicluster.cluster.inventory import Inventory, load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 from mpicluster.render import Display
-
-if TYPE_CHECKING:
-    from mpicluster.run.job import HangWatch
-    from mpicluster.run.job_env import JobEnv
-    from mpicluster.run.launch import RunOptions
-    from mpicluster.run.setup_step import SetupResult
-    from mpicluster.run.sync import SyncResult
+from mpicluster.render.run import LinePrinter, show_hang, show_setup
+from mpicluster.run import JobOutcome, JobRequest, RunOptions, Watchers, inspect_ranks, run_request
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
 
@@ -185,7 +179,7 @@ def run(
     with guarded(display):
         inv = load_inventory(inventory)
         via = _judged(inv, via, launcher, hang_timeout, keep_hung, sync, sync_to)
-        steps = _steps(setup, collect, collect_from, via)
+        collect = _collect_judged(setup, collect, collect_from, via)
         if detach and via == "slurm" and hang_timeout is not None:
             raise UsageError(
                 "--hang-timeout: a detached Slurm job ends at its time limit instead "
@@ -198,19 +192,30 @@ def run(
         if inspect:
             _inspect(display, plan, as_json=json_output)
             return
-        synced = _prepared(display, plan, options, sync, sync_to, dry_run=dry_run)
-        if synced is not None:
-            chdir = chdir or synced.destination
-        if requirements is not None:
-            options = _with_packages(display, plan, options, requirements, dry_run, steps)
-        if steps.setup and not dry_run:
-            steps.done = _setup(display, plan, options, steps.setup, chdir, synced, json_output)
-        if detach and not dry_run:
-            hang = (hang_timeout, keep_hung)
-            _detached(display, plan, options, chdir, hang, steps, str(inventory), json_output)
-            return
-        watch = _hang_watch(display, plan, options, hang_timeout, keep_hung)
-        _job(display, plan, options, synced, chdir, tag, watch, dry_run, json_output, steps)
+        request = JobRequest(
+            options,
+            sync=sync,
+            sync_to=sync_to,
+            chdir=chdir,
+            requirements=requirements,
+            setup=setup,
+            collect=collect,
+            collect_from=collect_from,
+            hang_timeout=hang_timeout,
+            keep_hung=keep_hung,
+            dry_run=dry_run,
+        )
+        printer = LinePrinter(tag=tag, stdout_to_stderr=json_output)
+        watchers = Watchers(
+            progress=display.progress,
+            on_line=printer.line,
+            on_setup_line=lambda node, _, line: display.tagged(node, line),
+            on_setup=lambda done, synced: show_setup(display, done, synced, as_json=json_output),
+            on_hang=lambda report: show_hang(display, report, hang_timeout or 0),
+            before_job=terminate_as_interrupt,
+        )
+        outcome = run_request(plan, request, dict(os.environ), watchers, detach=detach)
+        _shown(display, outcome, str(inventory), dry_run=dry_run, as_json=json_output)
 
 
 def _judged(
@@ -239,20 +244,10 @@ def _judged(
     return via
 
 
-@dataclass
-class Steps:
-    """What runs around the job: --requirements and --setup before it (`done`: how the
-    setup went), --collect after it."""
-
-    setup: str | None = None
-    collect: str | None = None
-    collect_from: str = "all"
-    done: SetupResult | None = None
-    env: JobEnv | None = None
-
-
-def _steps(setup: str | None, collect: str | None, collect_from: str, via: str) -> Steps:
-    """--setup and --collect judged before anything reaches a node."""
+def _collect_judged(
+    setup: str | None, collect: str | None, collect_from: str, via: str
+) -> str | None:
+    """--setup and --collect judged before anything reaches a node; --collect's path."""
     from mpicluster.run.collect import checked_path
 
     if setup is not None and not setup.strip():
@@ -263,61 +258,7 @@ def _steps(setup: str | None, collect: str | None, collect_from: str, via: str) 
         raise UsageError("--collect-from needs --collect")
     if (setup or collect) and via == "slurm":
         raise UsageError("--setup and --collect run over ssh: use them with --via mpirun")
-    return Steps(setup, checked_path(collect) if collect is not None else None, collect_from)
-
-
-def _setup(
-    display: Display,
-    plan: ClusterPlan,
-    options: RunOptions,
-    command: str,
-    cwd: str | None,
-    synced: SyncResult | None,
-    as_json: bool,
-) -> SetupResult:
-    """--setup on every node of the job; where it fails, say so and end with its code."""
-    from mpicluster.render.run import show_setup
-    from mpicluster.run.job import head_node, job_nodes
-    from mpicluster.run.setup_step import run_setup
-
-    head_node(plan, options)  # --hosts judged before any node runs anything
-    nodes = job_nodes(plan, options)
-    display.progress(f"Setup on {len(nodes)} node(s): {command}")
-    result = run_setup(plan, nodes, command, cwd, lambda n, _, line: display.tagged(n, line))
-    show_setup(display, result, synced, as_json=as_json)
-    if not result.ok:
-        raise typer.Exit(result.exit_code)
-    return result
-
-
-def _with_packages(
-    display: Display,
-    plan: ClusterPlan,
-    options: RunOptions,
-    path: Path,
-    dry_run: bool,
-    steps: Steps,
-) -> RunOptions:
-    """--requirements: the job's environment on its nodes; the options that put it
-    first on every rank's PYTHONPATH."""
-    from dataclasses import replace
-
-    from mpicluster.run import job_env
-    from mpicluster.run.job import head_node, job_nodes
-
-    lines = job_env.read_requirements(path)
-    if dry_run:
-        return options
-    head_node(plan, options)  # --hosts judged before any node is asked
-    steps.env = job_env.prepare(plan, job_nodes(plan, options), lines, display.progress)
-    made = f"made on {', '.join(steps.env.built_on)}" if steps.env.built_on else "ready"
-    display.progress(
-        f"The job's packages: {made} ({steps.env.seconds:.1f} s, {steps.env.pythonpath})"
-    )
-    given = [e for e in options.env if e.startswith("PYTHONPATH=")]
-    rest = [e for e in options.env if not e.startswith("PYTHONPATH=")]
-    value = ":".join([steps.env.pythonpath, *(e.split("=", 1)[1] for e in given)])
-    return replace(options, env=(*rest, f"PYTHONPATH={value}"))
+    return checked_path(collect) if collect is not None else None
 
 
 def _options(
@@ -359,134 +300,36 @@ def _options(
 def _inspect(display: Display, plan: ClusterPlan, *, as_json: bool) -> None:
     """--inspect: where the ranks of the jobs running on the nodes are; exit 1 if none."""
     from mpicluster.render.run import show_inspect
-    from mpicluster.run import hang_report as hang
 
-    report = hang.inspect(plan, plan.nodes, "*", display.progress)
+    report = inspect_ranks(plan, display.progress)
     show_inspect(display, report, as_json=as_json)
     if not report.ranks:
         raise typer.Exit(1)
 
 
-def _prepared(
-    display: Display,
-    plan: ClusterPlan,
-    options: RunOptions,
-    sync: Path | None,
-    sync_to: str | None,
-    *,
-    dry_run: bool,
-) -> SyncResult | None:
-    """The options judged against the inventory, then --sync's folder on every node
-    (not for --dry-run)."""
-    from mpicluster.run.job import sync_nodes
-    from mpicluster.run.launch import validate
-
-    validate(plan.inventory, options, os.environ)
-    if sync is None or dry_run:
-        return None
-    return sync_nodes(plan, options, sync, sync_to, display.progress)
-
-
-def _detached(
-    display: Display,
-    plan: ClusterPlan,
-    options: RunOptions,
-    cwd: str | None,
-    hang: tuple[float | None, bool],
-    steps: Steps,
-    inventory: str,
-    as_json: bool,
+def _shown(
+    display: Display, outcome: JobOutcome, inventory: str, *, dry_run: bool, as_json: bool
 ) -> None:
-    """--detach: the job started under the head's launcher (or queued by sbatch); its id
-    and how to follow it."""
+    """The outcome rendered; its exit code ours (the setup's where it failed)."""
     from mpicluster.render.jobs import show_started
-    from mpicluster.run import detached
+    from mpicluster.render.run import show_job
 
-    collect = {"path": steps.collect, "from": steps.collect_from} if steps.collect else None
-    found = detached.start(
-        plan,
-        options,
-        dict(os.environ),
-        display.progress,
-        cwd=cwd,
-        hang_timeout=hang[0],
-        keep_hung=hang[1],
-        collect=collect,
-    )
-    show_started(display, found, inventory, steps.done, as_json=as_json)
-
-
-def _hang_watch(
-    display: Display,
-    plan: ClusterPlan,
-    options: RunOptions,
-    hang_timeout: float | None,
-    keep_hung: bool,
-) -> HangWatch | None:
-    """--hang-timeout: read the job's ranks on its nodes when it goes quiet, show them."""
-    if hang_timeout is None:
-        return None
-    from mpicluster.render.run import show_hang
-    from mpicluster.run import hang_report as hang
-    from mpicluster.run.job import HangWatch
-
-    hosts = set(options.hosts) or {n.name for n in plan.nodes}
-    return HangWatch(
-        hang_timeout,
-        lambda job: hang.inspect(
-            plan, [n for n in plan.nodes if n.name in hosts], job, display.progress
-        ),
-        lambda report: show_hang(display, report, hang_timeout),
-        stop=not keep_hung,
-    )
-
-
-def _job(
-    display: Display,
-    plan: ClusterPlan,
-    options: RunOptions,
-    synced: SyncResult | None,
-    chdir: str | None,
-    tag: bool,
-    watch: HangWatch | None,
-    dry_run: bool,
-    as_json: bool,
-    steps: Steps,
-) -> None:
-    """The job run (SIGTERM stops it as Ctrl-C does), shown, then --collect; its exit
-    code is ours."""
-    from mpicluster.render.run import LinePrinter, show_job
-    from mpicluster.run.job import head_node, job_nodes, run_job
-
-    printer = LinePrinter(tag=tag, stdout_to_stderr=as_json)
-    terminate_as_interrupt()
-    result = run_job(
-        plan,
-        options,
-        dict(os.environ),
-        printer.line,
-        display.progress,
-        cwd=chdir,
-        dry_run=dry_run,
-        hang=watch,
-    )
-    collected = None
-    if steps.collect and not dry_run and result.job_id:
-        from mpicluster.run.collect import collect
-
-        nodes = [head_node(plan, options)] if steps.collect_from == "head" else None
-        nodes = nodes or job_nodes(plan, options)
-        display.progress(f"Collecting {steps.collect} from {len(nodes)} node(s)")
-        collected = collect(plan, nodes, steps.collect, chdir, result.job_id)
+    if outcome.setup is not None and not outcome.setup.ok:
+        raise typer.Exit(outcome.setup.exit_code)
+    if outcome.started is not None:
+        show_started(display, outcome.started, inventory, outcome.setup, as_json=as_json)
+        return
+    if outcome.result is None:
+        return
     show_job(
         display,
-        result,
-        synced,
+        outcome.result,
+        outcome.synced,
         as_json=as_json,
         dry_run=dry_run,
-        collected=collected,
-        setup=steps.done,
-        env=steps.env,
+        collected=outcome.collected,
+        setup=outcome.setup,
+        env=outcome.env,
     )
-    if not dry_run and result.exit_code != 0:
-        raise typer.Exit(result.exit_code)
+    if not dry_run and outcome.result.exit_code != 0:
+        raise typer.Exit(outcome.result.exit_code)
