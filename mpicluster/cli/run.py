@@ -314,8 +314,8 @@ def _shown(
     from mpicluster.render.jobs import show_started
     from mpicluster.render.run import show_job
 
-    if outcome.setup is not None and not outcome.setup.ok:
-        raise typer.Exit(outcome.setup.exit_code)
+    if outcome.setup_failed:
+        raise typer.Exit(outcome.setup.exit_code)  # type: ignore[union-attr]
     if outcome.started is not None:
         show_started(display, outcome.started, inventory, outcome.setup, as_json=as_json)
         return

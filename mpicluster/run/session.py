@@ -114,9 +114,8 @@ def run(
         hang=_hang_watch(plan, request, watchers),
     )
     if request.collect and not request.dry_run and outcome.result.job_id:
-        nodes = job.job_nodes(plan, options)
-        if request.collect_from == "head":
-            nodes = [job.head_node(plan, options)]
+        head_only = request.collect_from == "head"
+        nodes = [job.head_node(plan, options)] if head_only else job.job_nodes(plan, options)
         watchers.progress(f"Collecting {request.collect} from {len(nodes)} node(s)")
         outcome.collected = collect.collect(
             plan, nodes, request.collect, cwd, outcome.result.job_id

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,35 @@ def stack_fingerprint(ready) -> str:
     return ready["cluster"].ssh("node1", current).stdout.strip()
 
 
+def run_suite(
+    inventory: Path, staged: Path, placement: list[str], command: list[str]
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A suite's job through `mpicluster run` as a user runs it: the staged folder synced,
+    its requirements made, a hang watch, each rank's results collected; the run and the
+    folder they were collected into."""
+    done = mpicluster(
+        "run",
+        str(inventory),
+        "--json",
+        "--sync",
+        str(staged),
+        "--requirements",
+        str(staged / "requirements.txt"),
+        *placement,
+        "--hang-timeout",
+        "300",
+        "--env",  # the ranks' progress reaches the hang watch as it is printed
+        "PYTHONUNBUFFERED=1",
+        "--collect",
+        "results",
+        "--",
+        *command,
+        check=False,
+        timeout=3600,
+    )
+    return done, Path(json.loads(done.stdout)["collect"]["into"])
+
+
 @pytest.mark.parametrize(
     "build", [Variant("5.0.7", cuda=False, ucx=False)], indirect=True, ids=["5.0.7"]
 )
@@ -43,31 +73,12 @@ def test_horovods_parallel_suite_passes_with_every_left_out_test_named(ready, pe
     nodes = len(ready["nodes"])
     size = nodes * per_node
     staged = peer_suites.stage(SourceCache(SUITE_CACHE), "0.28.1", tmp_path / "horovod")
-    done = mpicluster(
-        "run",
-        str(inventory),
-        "--json",
-        "--sync",
-        str(staged),
-        "--requirements",
-        str(staged / "requirements.txt"),
-        "--per-node",
-        str(per_node),
-        "--hang-timeout",
-        "300",
-        "--env",  # pytest's dots reach the hang watch as they are printed
-        "PYTHONUNBUFFERED=1",
-        "--collect",
-        "results",
-        "--",
-        *peer_suites.pytest_command(size),
-        check=False,
-        timeout=3600,
+    done, collected = run_suite(
+        inventory, staged, ["--per-node", str(per_node)], peer_suites.pytest_command(size)
     )
-    result = json.loads(done.stdout)
     suites = cluster_dir(load_inventory(inventory).cluster) / "suites"
     store = suites / stack_fingerprint(ready) / f"horovod-{nodes}x{per_node}"
-    outcomes = peer_suites.keep(Path(result["collect"]["into"]), store)
+    outcomes = peer_suites.keep(collected, store)
     assert done.returncode == 0 and len(outcomes) == size, done.stderr[-4000:]
     assert all(not o.failed for o in outcomes.values()), peer_suites.summary(outcomes)
     assert peer_suites.earlier_regressions(store) == {}
@@ -94,29 +105,9 @@ def test_mpi4pys_own_suite_passes_across_the_nodes_and_its_file_tests_on_one(rea
     suites = cluster_dir(load_inventory(inventory).cluster) / "suites" / stack_fingerprint(ready)
     for one_node in (False, True):
         where = ["--hosts", ready["nodes"][0], *mpi4py_suite.ONE_NODE_RUN] if one_node else []
-        done = mpicluster(
-            "run",
-            str(inventory),
-            "--json",
-            "--sync",
-            str(staged),
-            "--requirements",
-            str(staged / "requirements.txt"),
-            *where,
-            "--hang-timeout",
-            "300",
-            "--env",
-            "PYTHONUNBUFFERED=1",
-            "--collect",
-            "results",
-            "--",
-            *mpi4py_suite.command(one_node),
-            check=False,
-            timeout=3600,
-        )
-        result = json.loads(done.stdout)
+        done, collected = run_suite(inventory, staged, where, mpi4py_suite.command(one_node))
         shape = "one-node" if one_node else f"{len(ready['nodes'])}x1"
-        outcomes = mpi4py_suite.keep(Path(result["collect"]["into"]), suites / f"mpi4py-{shape}")
+        outcomes = mpi4py_suite.keep(collected, suites / f"mpi4py-{shape}")
         assert done.returncode == 0 and len(outcomes) == 3, done.stderr[-4000:]
         assert all(not o.failed for o in outcomes.values()), peer_suites.summary(outcomes)
         assert peer_suites.earlier_regressions(suites / f"mpi4py-{shape}") == {}
