@@ -32,7 +32,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mpicluster.cluster.inventory import load_inventory  # noqa: E402
 from mpicluster.cluster.plan import ClusterPlan  # noqa: E402
 from tests.conftest import LocalCluster, inventory_with, mpicluster  # noqa: E402
 
@@ -146,7 +145,7 @@ def main() -> None:
         link = statistics.median(rates)
         print(f"iperf3 --bidir, each way: {link:.3f} GB/s (median of {len(rates)})")
         baseline = None
-        layout = ClusterPlan.of(load_inventory(cluster.inventory)).layout
+        layout = ClusterPlan.load(cluster.inventory).layout
         has_ucx = cluster.ssh(
             "node1", f"{layout.mpi_bin}/ompi_info --parsable | grep -c '^mca:pml:ucx:'", check=False
         ).stdout.strip() not in ("", "0")

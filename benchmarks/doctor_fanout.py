@@ -93,11 +93,10 @@ def time_doctor(
 
 
 def ansible_files(inventory: Path, work: Path) -> tuple[Path, Path]:
-    from mpicluster.cluster.inventory import load_inventory
     from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.nodes.ansible_run import prepare_run
 
-    plan = ClusterPlan.of(load_inventory(inventory))
+    plan = ClusterPlan.load(inventory)
     run_dir, _ = prepare_run(work, "ping", plan, {}, {}, "site.yml")
     return run_dir / "hosts.yml", run_dir / "ansible.cfg"
 

@@ -57,7 +57,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from mpicluster.cluster.inventory import load_inventory
+    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.nodes.openssh import ssh_argv
 
     WORK.mkdir(parents=True, exist_ok=True)
@@ -83,9 +83,9 @@ def main() -> None:
         data["stack"] = {"install": "packages"}
         inventory.write_text(yaml.safe_dump(data, sort_keys=False))
         print(f"up: {timed(mpicluster('up', str(inventory))):.1f} s", flush=True)
-    inv = load_inventory(inventory)
-    head = inv.node_ssh(inv.nodes[0])
-    hosts = ",".join(f"{n.name}:1" for n in inv.nodes)
+    plan = ClusterPlan.load(inventory)
+    head = plan.node_ssh(plan.nodes[0])
+    hosts = ",".join(f"{n.name}:1" for n in plan.nodes)
     hand = [*ssh_argv(head), f"{head.user}@{head.host}", f"mpirun --host {hosts} -np 3 true"]
     cells = {
         "hand-written mpirun over ssh": hand,

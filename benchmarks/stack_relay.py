@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from mpicluster import remote  # noqa: E402
-from mpicluster.cluster.inventory import load_inventory  # noqa: E402
+from mpicluster.cluster.plan import ClusterPlan  # noqa: E402
 from mpicluster.nodes.openssh import ssh_argv  # noqa: E402
 from mpicluster.remote.relay import BOOT  # noqa: E402
 from mpicluster.stack import relay_depth as depth  # noqa: E402
@@ -63,9 +63,8 @@ def bridge_tx() -> int:
     raise SystemExit(f"no interface with {GATEWAY} on this machine")
 
 
-def scp_argv(inventory, node: str, source: Path) -> list[str]:
-    target = next(n for n in inventory.nodes if n.name == node)
-    ssh = inventory.node_ssh(target)
+def scp_argv(plan, node: str, source: Path) -> list[str]:
+    ssh = plan.node_ssh(plan.node(node))
     options = ssh_argv(ssh)[1:]
     at = options.index("-p")
     del options[at : at + 2]  # scp names the port -P
@@ -92,14 +91,14 @@ def fresh(cluster: LocalCluster, nodes: list[str]) -> None:
         cluster.ssh(node, f"rm -rf {INCOMING} && mkdir -m 700 {INCOMING}")
 
 
-def star(cluster, inventory, nodes, source) -> None:
-    procs = [subprocess.Popen(scp_argv(inventory, n, source)) for n in nodes]
+def star(cluster, plan, nodes, source) -> None:
+    procs = [subprocess.Popen(scp_argv(plan, n, source)) for n in nodes]
     if any(p.wait() != 0 for p in procs):
         raise SystemExit("scp failed")
 
 
-def relay(cluster, inventory, nodes, source, sha, fan_out: int) -> None:
-    subprocess.run(scp_argv(inventory, nodes[0], source), check=True)
+def relay(cluster, plan, nodes, source, sha, fan_out: int) -> None:
+    subprocess.run(scp_argv(plan, nodes[0], source), check=True)
     plan = tree(nodes, fan_out)
     argv = ["/usr/bin/python3", "-c", BOOT, remote.source("relay"), f"{INCOMING}/p", sha,
             json.dumps(plan), f"{INCOMING}/p"]  # fmt: skip
@@ -129,18 +128,18 @@ def main() -> None:
     inventory_with(generated, cluster.inventory, stack={"install": "packages"})
     mpicluster("up", str(cluster.inventory), timeout=3600)
     print(f"{args.nodes} nodes up and provisioned in {time.monotonic() - started:.0f} s")
-    inventory = load_inventory(cluster.inventory)
-    nodes = [n.name for n in inventory.nodes]
+    plan = ClusterPlan.load(cluster.inventory)
+    nodes = [n.name for n in plan.nodes]
     source = work / "pack"
     source.write_bytes(os.urandom(args.mib << 20))
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
     ways = {
-        "star (control to each node)": lambda: star(cluster, inventory, nodes, source),
+        "star (control to each node)": lambda: star(cluster, plan, nodes, source),
         f"chain (depth {depth(tree(nodes, 1))})": lambda: relay(
-            cluster, inventory, nodes, source, sha, 1
+            cluster, plan, nodes, source, sha, 1
         ),
         f"tree (fan-out 2, depth {depth(tree(nodes, 2))})": lambda: relay(
-            cluster, inventory, nodes, source, sha, 2
+            cluster, plan, nodes, source, sha, 2
         ),
     }
     times: dict[str, list[float]] = {way: [] for way in ways}

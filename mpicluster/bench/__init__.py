@@ -102,7 +102,7 @@ class _Bench:
         self.report.efficiency_basis = "baseline" if links else "pairs"
         self._sweep(slowest)
         if gpu.wanted(self.plan) and not self.quick:
-            count = self.plan.inventory.total_gpus
+            count = self.plan.total_gpus
             self.progress(f"nccl-tests on {count} GPU(s): {', '.join(gpu.TESTS)}")
             self.report.gpu = gpu.run(self.plan, self.major, min(links.values()) if links else None)
         self.report.seconds = time.monotonic() - started

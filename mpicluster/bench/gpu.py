@@ -52,15 +52,15 @@ class GpuFigure:
 
 def wanted(plan: ClusterPlan) -> bool:
     """nccl-tests runs where the inventory has GPUs and `up` built nccl-tests there."""
-    stack = plan.inventory.stack
+    stack = plan.stack
     built = stack.install == "source" and stack.nccl_tests.enabled
-    return bool(plan.inventory.gpu_nodes) and built
+    return bool(plan.gpu_nodes) and built
 
 
 def command(plan: ClusterPlan, test: str, major: int) -> str:
     head = plan.nodes[0]
     runner = mpirun.Mpirun.of(plan.layout, major, root=plan.node_ssh(head).user == "root")
-    options = mpirun_network_args(plan.inventory.network, major)
+    options = mpirun_network_args(plan.network, major)
     program = [f"{plan.layout.mpi_bin}/{test}", *ARGS]
     return shlex.join(runner.argv(gpu_placement(plan), options, program))
 
@@ -93,7 +93,7 @@ def judge(test: str, stdout: str, exit_code: int | None, slowest: float | None) 
 
 def run(plan: ClusterPlan, major: int, slowest: float | None) -> list[GpuFigure]:
     """Each test in turn from the head node (a failed one does not stop the others)."""
-    spans = len(plan.inventory.gpu_nodes) > 1
+    spans = len(plan.gpu_nodes) > 1
     figures = []
     for test in TESTS:
         line = command(plan, test, major)

@@ -43,7 +43,7 @@ def command(plan: ClusterPlan, names: list[str], spec: dict, major: int) -> str:
     head = plan.nodes[0]
     runner = mpirun.Mpirun.of(plan.layout, major, root=plan.node_ssh(head).user == "root")
     placement = mpirun.hosts(dict.fromkeys(names, 1))
-    options = [*mpirun_network_args(plan.inventory.network, major), "--bind-to", "none"]
+    options = [*mpirun_network_args(plan.network, major), "--bind-to", "none"]
     program = [plan.layout.python, f"{layout.SMOKE_DIR}/{PROGRAM}", json.dumps(spec)]
     return shlex.join(runner.argv(placement, options, program))
 

@@ -104,7 +104,7 @@ def parse_facts(text: str, *, cidr: str | None, interface: str | None, own: str)
 def node_facts(plan: ClusterPlan, names: list[str]) -> dict[str, NodeNetwork]:
     """Each node's NodeNetwork; one that did not answer is asked once more, then has an
     empty one with the reason in `error`."""
-    network = plan.inventory.network
+    network = plan.network
     wanted = [n for n in plan.nodes if n.name in names]
     done = transport.run_everywhere(plan, FACTS, nodes=wanted, timeout=30)
     failed = done.failed

@@ -9,7 +9,6 @@ import typer
 
 from mpicluster import exitcodes, render
 from mpicluster.cli.common import InventoryArg, guarded
-from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 
@@ -77,7 +76,7 @@ def bench(
 
     display = Display(quiet=json_output)
     with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
-        plan = ClusterPlan.of(load_inventory(inventory))
+        plan = ClusterPlan.load(inventory)
         if report_dir is not None:
             plots.check_folder(report_dir)
         report = run_bench(

@@ -49,10 +49,10 @@ def up(
     display = Display()
     terminate_as_interrupt()
     with guarded(display):
-        inv = load_inventory(inventory)
-        with PlaybookView(display, [n.name for n in inv.nodes]) as view:
+        plan = ClusterPlan.load(inventory)
+        with PlaybookView(display, [n.name for n in plan.nodes]) as view:
             result = provision(
-                inv, on_event=view, on_progress=display.progress, smoke=smoke, full=full
+                plan, on_event=view, on_progress=display.progress, smoke=smoke, full=full
             )
         render.show(display, result, as_json=json_output)
         if result.exit_code != exitcodes.OK:
@@ -89,11 +89,10 @@ def down(
     display = Display()
     terminate_as_interrupt()
     with guarded(display):
-        inv = load_inventory(inventory)
-        names = [n.name for n in inv.nodes]
-        with PlaybookView(display, names) as view:
+        plan = ClusterPlan.load(inventory)
+        with PlaybookView(display, [n.name for n in plan.nodes]) as view:
             result = teardown(
-                inv,
+                plan,
                 node=node,
                 keep_stack=keep_stack,
                 keep_key=keep_key,
@@ -123,7 +122,7 @@ def smoke(
 
     display = Display()
     with guarded(display):
-        plan = ClusterPlan.of(load_inventory(inventory))
+        plan = ClusterPlan.load(inventory)
         report = run_smoke(plan, display.progress, all_pairs=all_pairs)
         render.show(display, report, as_json=json_output)
         if not report.ok:
@@ -150,11 +149,11 @@ def fetch(
 
     display = Display()
     with guarded(display):
-        inv = load_inventory(inventory)
-        if inv.stack.install != "source":
+        plan = ClusterPlan.load(inventory)
+        if plan.stack.install != "source":
             display.success("install: packages needs no sources")
             return
-        fetched = fetch_for(inv, display.progress, python=python, arch=arch, cuda=cuda)
+        fetched = fetch_for(plan, display.progress, python=python, arch=arch, cuda=cuda)
         render.show(display, fetched, as_json=json_output)
 
 
@@ -173,10 +172,10 @@ def hostfile(
     with guarded(display):
         if fmt not in hostfiles.FORMATS:
             raise UsageError(f"--format {fmt!r}: one of {', '.join(hostfiles.FORMATS)}")
-        inv = load_inventory(inventory)
-        needs = hostfiles.needs_cores(inv)
-        cores = node_facts.cores(node_facts.gather(ClusterPlan.of(inv))) if needs else {}
-        display.text(hostfiles.render(hostfiles.slots(inv, cores), fmt))
+        plan = ClusterPlan.load(inventory)
+        needs = hostfiles.needs_cores(plan)
+        cores = node_facts.cores(node_facts.gather(plan)) if needs else {}
+        display.text(hostfiles.render(hostfiles.slots(plan, cores), fmt))
 
 
 COMMANDS = [validate, up, down, smoke, fetch, hostfile]

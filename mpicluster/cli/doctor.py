@@ -8,7 +8,6 @@ import typer
 
 from mpicluster import exitcodes, render
 from mpicluster.cli.common import InventoryArg, guarded
-from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 
@@ -118,7 +117,7 @@ def doctor(
     # a crash must not read as "warnings only" (exit 1)
     with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
         report = run_doctor(
-            ClusterPlan.of(load_inventory(inventory)),
+            ClusterPlan.load(inventory),
             checks=check,
             timeout=timeout,
             all_pairs=all_pairs,

@@ -9,7 +9,6 @@ import typer
 
 from mpicluster import exitcodes
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
-from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 from mpicluster.render import Display
@@ -38,7 +37,7 @@ CollectFromOpt = Annotated[
 
 
 def _plan(inventory) -> ClusterPlan:
-    return ClusterPlan.of(load_inventory(inventory))
+    return ClusterPlan.load(inventory)
 
 
 def jobs(inventory: InventoryArg, json_output: JsonOpt = False) -> None:

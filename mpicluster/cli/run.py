@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
-from mpicluster.cluster.inventory import Inventory, load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 from mpicluster.render import Display
@@ -177,8 +176,8 @@ def run(
     """
     display = Display(messages_on_stderr=True)
     with guarded(display):
-        inv = load_inventory(inventory)
-        via = _judged(inv, via, launcher, hang_timeout, keep_hung, sync, sync_to)
+        plan = ClusterPlan.load(inventory)
+        via = _judged(plan, via, launcher, hang_timeout, keep_hung, sync, sync_to)
         collect = _collect_judged(setup, collect, collect_from, via)
         if detach and via == "slurm" and hang_timeout is not None:
             raise UsageError(
@@ -188,7 +187,6 @@ def run(
         options = _options(
             program, np, per_node, hosts, map_by, env, env_file, torch, launcher, debug, via
         )
-        plan = ClusterPlan.of(inv)
         if inspect:
             _inspect(display, plan, as_json=json_output)
             return
@@ -219,7 +217,7 @@ def run(
 
 
 def _judged(
-    inv: Inventory,
+    plan: ClusterPlan,
     via: str | None,
     launcher: str,
     hang_timeout: float | None,
@@ -238,7 +236,7 @@ def _judged(
     if launcher not in ("mpirun", "torchrun"):
         raise UsageError(f"--launcher {launcher!r}: one of mpirun, torchrun")
     if via is None:
-        via = "slurm" if inv.scheduler is not None else "mpirun"
+        via = "slurm" if plan.scheduler is not None else "mpirun"
     if via not in ("mpirun", "slurm"):
         raise UsageError(f"--via {via!r}: one of mpirun, slurm")
     return via

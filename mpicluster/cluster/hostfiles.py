@@ -1,4 +1,4 @@
-"""Hostfiles for Open MPI, MPICH/Hydra, Horovod and DeepSpeed, from the inventory, each
+"""Hostfiles for Open MPI, MPICH/Hydra, Horovod and DeepSpeed, from the plan, each
 rendered from its template in templates/ (`up` writes these, `mpicluster hostfile` prints
 them).
 
@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 
 from mpicluster.cluster import layout
-from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 from mpicluster.util import templates
 
@@ -25,10 +25,10 @@ PATHS = {
 }
 
 
-def slots(inventory: Inventory, cores: Mapping[str, int]) -> dict[str, int]:
+def slots(plan: ClusterPlan, cores: Mapping[str, int]) -> dict[str, int]:
     """Slots per node name; `cores` is needed only for nodes with neither slots nor GPUs."""
     result = {}
-    for node in inventory.nodes:
+    for node in plan.nodes:
         if node.slots:
             result[node.name] = node.slots
         elif node.gpus:
@@ -40,8 +40,8 @@ def slots(inventory: Inventory, cores: Mapping[str, int]) -> dict[str, int]:
     return result
 
 
-def needs_cores(inventory: Inventory) -> list[str]:
-    return [n.name for n in inventory.nodes if not n.slots and not n.gpus]
+def needs_cores(plan: ClusterPlan) -> list[str]:
+    return [n.name for n in plan.nodes if not n.slots and not n.gpus]
 
 
 def render(node_slots: Mapping[str, int], fmt: str) -> str:

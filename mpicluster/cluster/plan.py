@@ -1,52 +1,149 @@
 """The cluster plan: what a command decides once, from the inventory, before it reaches
-any node: the layout on the nodes, each node's resolved SSH settings, the MPI settings
-that follow from the network, and the playbook inputs `up` and `down` share. The
-command builds it; what runs below takes it and derives none of it again."""
+any node: the nodes, each node's resolved SSH settings, the stack's, network's and
+scheduler's settings, the layout on the nodes, the MPI settings that follow from the
+network, and the playbook inputs `up` and `down` share.
+
+The command (cli/) reads the inventory and builds the plan; every feature below takes
+the plan and derives none of it again, and none of them sees the inventory itself: the
+plan offers its parts, resolved (paths made absolute, defaults filled in)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
-from mpicluster.cluster.inventory import Inventory, Node, ResolvedSsh
+from mpicluster.cluster.inventory import (
+    Inventory,
+    Network,
+    Node,
+    Partition,
+    ResolvedSsh,
+    Scheduler,
+    Stack,
+    load_inventory,
+)
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.mpi_settings import environment_of
 from mpicluster.cluster.validators import is_ip
 
 
 @dataclass(frozen=True)
+class Logins:
+    """How the control machine logs in, the same for every node."""
+
+    #: The one known_hosts file every host key is checked against.
+    known_hosts: Path
+    accept_new_host_keys: bool
+    connect_timeout: int
+    #: Whether the playbooks run their tasks through sudo.
+    become: bool
+
+
+@dataclass(frozen=True)
+class SourceFolders:
+    """Where sources and built stacks are cached on the control machine."""
+
+    cache: Path
+    artifacts: Path
+    mirror: str | None
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
-    inventory: Inventory
+    cluster: str
+    nodes: list[Node]
     layout: Layout
     #: Each node's SSH settings, the inventory's defaults resolved per node.
     ssh: Mapping[str, ResolvedSsh]
+    logins: Logins
     #: The MPI and NCCL variables of the /etc/environment block.
     mpi_env: Mapping[str, str]
+    stack: Stack
+    network: Network
+    #: None: no scheduler (jobs start with mpirun or `mpicluster run`).
+    scheduler: Scheduler | None
+    sources: SourceFolders
+    #: The inventory the parts come from: read here only (only_nodes, requirements).
+    _inventory: Inventory = field(repr=False, compare=False)
 
     @classmethod
     def of(cls, inventory: Inventory) -> ClusterPlan:
+        sources = inventory.sources
         return cls(
-            inventory,
-            Layout.of(inventory),
-            {node.name: inventory.node_ssh(node) for node in inventory.nodes},
-            environment_of(inventory),
+            cluster=inventory.cluster,
+            nodes=list(inventory.nodes),
+            layout=Layout.of(inventory),
+            ssh={node.name: inventory.node_ssh(node) for node in inventory.nodes},
+            logins=Logins(
+                known_hosts=inventory.known_hosts_path(),
+                accept_new_host_keys=inventory.ssh.accept_new_host_keys,
+                connect_timeout=inventory.ssh.connect_timeout,
+                become=inventory.ssh.become,
+            ),
+            mpi_env=environment_of(inventory),
+            stack=inventory.stack,
+            network=inventory.network,
+            scheduler=inventory.scheduler,
+            sources=SourceFolders(
+                cache=_resolved(inventory, sources.cache),
+                artifacts=_resolved(inventory, sources.artifacts),
+                mirror=sources.mirror,
+            ),
+            _inventory=inventory,
         )
 
-    @property
-    def cluster(self) -> str:
-        return self.inventory.cluster
+    @classmethod
+    def load(cls, path: str | Path) -> ClusterPlan:
+        """The plan of the inventory file at `path` (InventoryError when it is not valid)."""
+        return cls.of(load_inventory(path))
 
-    @property
-    def nodes(self) -> list[Node]:
-        return self.inventory.nodes
+    def only_nodes(self, names: list[str]) -> ClusterPlan:
+        """The same cluster with only these nodes (in the inventory's order)."""
+        kept = [n for n in self.nodes if n.name in names]
+        return ClusterPlan.of(self._inventory.model_copy(update={"nodes": kept}))
 
     def node_ssh(self, node: Node) -> ResolvedSsh:
         return self.ssh[node.name]
 
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
     def node_ip(self, node: Node) -> str:
         """The node's address when the inventory gives one as an IP, else ""."""
         return node.address if node.address and is_ip(node.address) else ""
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(node.gpus for node in self.nodes)
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.total_gpus > 0
+
+    @property
+    def gpu_nodes(self) -> list[Node]:
+        """The nodes whose GPUs the smoke tests run on: the ones with GPUs, and none
+        where the stack is built for GPUs that are not there (stack.gpus_present: false)."""
+        if not self.stack.gpus_present:
+            return []
+        return [node for node in self.nodes if node.gpus]
+
+    @property
+    def controller(self) -> Node | None:
+        """The node that runs the scheduler's controller (None: no scheduler)."""
+        return self._inventory.controller
+
+    def partitions(self) -> list[Partition]:
+        """The scheduler's partitions as they are configured: every node named, one default."""
+        return self._inventory.partitions()
+
+    @cached_property
+    def python_requirements(self) -> list[str]:
+        """The cluster's own packages' requirement lines (the file's, or the list)."""
+        return self._inventory.python_requirements()
 
     def footprint(self) -> list[dict[str, Any]]:
         return self.layout.footprint(self.cluster)
@@ -59,3 +156,7 @@ class ClusterPlan:
             "mpicluster_layout": self.layout.as_vars(),
             "mpicluster_footprint": self.footprint(),
         }
+
+
+def _resolved(inventory: Inventory, value: str) -> Path:
+    return inventory.resolve_path(value) or Path(value)

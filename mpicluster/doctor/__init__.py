@@ -65,7 +65,7 @@ def run_doctor(
         raise UsageError(f"--timeout {timeout}: must be more than 0 seconds (and finite)")
     options = Options(
         checks=selected,
-        timeout=float(timeout or plan.inventory.ssh.connect_timeout),
+        timeout=float(timeout or plan.logins.connect_timeout),
         all_pairs=all_pairs,
         seed=seed,
         workers=workers or DEFAULT_WORKERS,

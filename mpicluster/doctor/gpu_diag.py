@@ -46,8 +46,8 @@ def check_level(level: int | None) -> None:
 
 def run(plan: ClusterPlan, level: int, progress: Callable[[str], None]) -> CheckReport:
     report = CheckReport(NAME, f"{TITLE} -r {level}")
-    nodes = plan.inventory.gpu_nodes
-    if not nodes or not plan.inventory.stack.gpus_present:
+    nodes = plan.gpu_nodes
+    if not nodes or not plan.stack.gpus_present:
         report.results.append(passed(None, "no GPUs to diagnose (the inventory lists none here)"))
         return report
     limit = LIMITS[level]

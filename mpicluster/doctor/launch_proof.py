@@ -283,7 +283,7 @@ class Prover:
             timeout=timeout,
             python=self.found.layout.python,
             root=self.found.sessions[head].ssh.user == "root",
-            network_args=mpirun_network_args(self.found.inventory.network, major),
+            network_args=mpirun_network_args(self.found.plan.network, major),
             major=major,
             require_mpi=hosts is not None and self.mpi_somewhere,
             per_node=per_node,

@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mpicluster.cluster import layout, mpi_settings
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.validators import is_ip
@@ -105,11 +104,11 @@ class Clock:
 class Gathered:
     """Everything the checks judge; no check does I/O of its own."""
 
-    inventory: Inventory
-    layout: Layout
+    plan: ClusterPlan
     options: Options
     sessions: dict[str, NodeSession]
-    plan: dict[str, list[str]] = field(default_factory=dict)
+    #: Whom each node logs in to (nodes.pairs: a ring and a sample above 8 nodes).
+    pairs: dict[str, list[str]] = field(default_factory=dict)
     sampled: bool = False
     seed: int = 0
     ssh_pairs: dict[tuple[str, str], dict] = field(default_factory=dict)
@@ -122,8 +121,12 @@ class Gathered:
     slurm: SlurmFacts | None = None
 
     @property
+    def layout(self) -> Layout:
+        return self.plan.layout
+
+    @property
     def names(self) -> list[str]:
-        return [n.name for n in self.inventory.nodes]
+        return [n.name for n in self.plan.nodes]
 
     def facts(self, name: str) -> dict | None:
         return self.sessions[name].facts
@@ -138,14 +141,14 @@ class Gathered:
 
     def mpi_address(self, name: str) -> str | None:
         """The address MPI traffic to `name` goes to, as far as doctor can tell."""
-        return mpi_address(self.inventory, name, self.facts(name))
+        return mpi_address(self.plan, name, self.facts(name))
 
 
-def mpi_address(inventory: Inventory, name: str, facts: dict | None) -> str | None:
+def mpi_address(plan: ClusterPlan, name: str, facts: dict | None) -> str | None:
     import ipaddress
 
-    node = next(n for n in inventory.nodes if n.name == name)
-    network = inventory.network
+    node = plan.node(name)
+    network = plan.network
     if facts:
         for iface, info in sorted(facts.get("interfaces", {}).items()):
             for cidr in info.get("addresses", []):
@@ -164,12 +167,12 @@ def mpi_address(inventory: Inventory, name: str, facts: dict | None) -> str | No
 def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
     sessions = sessions_for(plan)
     seed = options.seed if options.seed is not None else pair_plan.seed_for(plan.cluster)
-    found = Gathered(plan.inventory, plan.layout, options, sessions, seed=seed)
+    found = Gathered(plan, options, sessions, seed=seed)
     names = found.names
-    found.plan = pair_plan.plan(names, all_pairs=options.all_pairs, seed=seed)
+    found.pairs = pair_plan.plan(names, all_pairs=options.all_pairs, seed=seed)
     found.sampled = pair_plan.is_sampled(len(names), options.all_pairs)
     token = secrets.token_hex(8)
-    total_pairs = sum(len(t) for t in found.plan.values())
+    total_pairs = sum(len(t) for t in found.pairs.values())
     pairs_budget = 30 + 2 * options.timeout + TCP_TIMEOUT + 0.1 * total_pairs
     deadline = options.timeout + options.gather_seconds + pairs_budget + 30
     if options.needs_launch:
@@ -185,7 +188,7 @@ def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
                 _exchange(found, pool, pairs_budget)
             if options.needs_probe and options.needs_launch:
                 found.launch = launch_proof.prove(found, pool, progress)
-            if options.needs_slurm and plan.inventory.scheduler is not None:
+            if options.needs_slurm and plan.scheduler is not None:
                 progress("Checking Slurm: daemons, munge, slurm.conf, node states, a PMIx launch")
                 found.slurm = gather_facts(plan)
     finally:
@@ -213,7 +216,7 @@ def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Op
         "resolve_timeout": min(5, options.timeout),
         "layout": {
             **plan.layout.as_vars(),
-            "cuda_home": plan.inventory.stack.cuda_home if node.gpus else None,
+            "cuda_home": plan.stack.cuda_home if node.gpus else None,
         },
     }
 
@@ -262,7 +265,7 @@ def _peer_messages(found: Gathered, budget: float) -> dict[str, dict]:
     for source in found.probed:
         ssh_targets = []
         if options.needs_mesh:
-            ssh_targets = [t for t in found.plan[source] if t in reachable]
+            ssh_targets = [t for t in found.pairs[source] if t in reachable]
         tcp_targets = _tcp_targets(found, source) if options.needs_ports else []
         messages[source] = {
             "peers": {
@@ -281,7 +284,7 @@ def _peer_messages(found: Gathered, budget: float) -> dict[str, dict]:
 def _tcp_targets(found: Gathered, source: str) -> list[dict]:
     """The listeners of `source`'s planned peers: those whose probe listens, at an address."""
     targets = []
-    for target in found.plan[source]:
+    for target in found.pairs[source]:
         facts = found.sessions[target].facts
         address = found.mpi_address(target)
         if facts and facts.get("port") and address:

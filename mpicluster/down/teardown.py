@@ -11,7 +11,7 @@ that `down` can be run again.
 `down --node NAME` takes one node out: the other nodes are provisioned again without it
 (trust, known_hosts, ssh config, /etc/hosts and hostfiles no longer name it; the smoke
 test proves the smaller cluster), then the node itself is taken down. Adding it back is
-`up` with the full inventory.
+`up` with the full plan.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpicluster import exitcodes, slurm
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir, cluster_lock
 from mpicluster.errors import UsageError
@@ -79,16 +78,8 @@ def extravars(plan: ClusterPlan, keep_stack: bool) -> dict[str, Any]:
     }
 
 
-def without(inventory: Inventory, name: str) -> Inventory:
-    return inventory.model_copy(update={"nodes": [n for n in inventory.nodes if n.name != name]})
-
-
-def only(inventory: Inventory, name: str) -> Inventory:
-    return inventory.model_copy(update={"nodes": [n for n in inventory.nodes if n.name == name]})
-
-
-def check_node(inventory: Inventory, node: str) -> None:
-    names = [n.name for n in inventory.nodes]
+def check_node(plan: ClusterPlan, node: str) -> None:
+    names = [n.name for n in plan.nodes]
     if node not in names:
         raise UsageError(f"--node {node}: not in the inventory (its nodes: {', '.join(names)})")
     if len(names) == 1:
@@ -96,7 +87,7 @@ def check_node(inventory: Inventory, node: str) -> None:
 
 
 def teardown(
-    inventory: Inventory,
+    plan: ClusterPlan,
     *,
     node: str | None = None,
     keep_stack: bool = False,
@@ -106,18 +97,17 @@ def teardown(
 ) -> DownResult:
     progress = on_progress or (lambda message: None)
     if node is not None:
-        check_node(inventory, node)
+        check_node(plan, node)
     started = time.monotonic()
-    plan = ClusterPlan.of(inventory)
-    targets = ClusterPlan.of(only(inventory, node)) if node else plan
-    result = DownResult(inventory.cluster, [n.name for n in targets.nodes])
-    with cluster_lock(inventory.cluster):
+    targets = plan.only_nodes([node]) if node else plan
+    result = DownResult(plan.cluster, [n.name for n in targets.nodes])
+    with cluster_lock(plan.cluster):
         if not keep_stack:
             progress(f"Looking for jobs on the stack on {len(targets.nodes)} node(s)")
             facts = node_facts.gather(targets, reachable_only=True)
             node_facts.check_no_job(facts, list(facts), "removing the stack")
         if node is not None:
-            rest = without(inventory, node)
+            rest = plan.only_nodes([n.name for n in plan.nodes if n.name != node])
             progress(f"Provisioning the other {len(rest.nodes)} node(s) without {node}")
             result.rest = provision(rest, on_event=on_event, on_progress=progress, full=True)
             if result.rest.playbook is None or not result.rest.playbook.ok:
@@ -128,13 +118,13 @@ def teardown(
         result.playbook = run_playbook(
             targets,
             "down.yml",
-            runs_dir=cluster_dir(inventory.cluster) / "runs",
+            runs_dir=cluster_dir(plan.cluster) / "runs",
             label="down",
             extravars=extravars(plan, keep_stack),
             on_event=on_event,
         )
         if node is None and result.playbook.ok and not keep_key:
-            shutil.rmtree(cluster_dir(inventory.cluster), ignore_errors=True)
+            shutil.rmtree(cluster_dir(plan.cluster), ignore_errors=True)
             result.state = "removed"
     result.seconds = time.monotonic() - started
     return result

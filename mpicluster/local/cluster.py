@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.local import host, image
@@ -274,13 +273,13 @@ def _probe(
         for node in nodes:
             node.detail = "no inventory written yet"
         return nodes
-    inventory = load_inventory(inventory_path)
+    plan = ClusterPlan.load(inventory_path)
     deadline = time.monotonic() + settle_seconds
     pending = {node.name: node for node in nodes}
     while True:
-        targets = [n for n in inventory.nodes if n.name in pending]
+        targets = [n for n in plan.nodes if n.name in pending]
         results = transport.run_everywhere(
-            ClusterPlan.of(inventory), "hostname; ip -4 -o addr show", nodes=targets, timeout=15
+            plan, "hostname; ip -4 -o addr show", nodes=targets, timeout=15
         )
         for name, node in list(pending.items()):
             _judge(node, results.get(name))

@@ -128,16 +128,14 @@ class PlaybookResult:
 
 def ssh_args(plan: ClusterPlan) -> str:
     """OpenSSH options for the control connection: host keys always checked."""
-    policy = host_keys.openssh_options(
-        plan.inventory.known_hosts_path(), plan.inventory.ssh.accept_new_host_keys
-    )
+    policy = host_keys.openssh_options(plan.logins.known_hosts, plan.logins.accept_new_host_keys)
     args = [
         "-o ControlMaster=auto",
         "-o ControlPersist=60s",
         *(f"-o {shlex.quote(option)}" for option in policy),
         "-o BatchMode=yes",
         "-o ServerAliveInterval=15",
-        f"-o ConnectTimeout={plan.inventory.ssh.connect_timeout}",
+        f"-o ConnectTimeout={plan.logins.connect_timeout}",
     ]
     return " ".join(args)
 
@@ -199,7 +197,7 @@ library = {playbooks / "library"}
 module_utils = {remote.MODULE_UTILS}
 host_key_checking = True
 forks = {forks}
-timeout = {plan.inventory.ssh.connect_timeout}
+timeout = {plan.logins.connect_timeout}
 gathering = explicit
 retry_files_enabled = False
 interpreter_python = {remote.PYTHON}
@@ -207,7 +205,7 @@ display_skipped_hosts = False
 nocows = 1
 
 [privilege_escalation]
-become = {plan.inventory.ssh.become}
+become = {plan.logins.become}
 # absolute, so a node whose PATH is broken can still be repaired
 become_exe = /usr/bin/sudo
 

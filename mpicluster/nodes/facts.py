@@ -9,7 +9,6 @@ import shlex
 from typing import Any
 
 from mpicluster import exitcodes, remote
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import APPLIED
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError
@@ -36,7 +35,7 @@ def gather(plan: ClusterPlan, *, reachable_only: bool = False, applied: bool = F
     node that cannot be reached and why (`reachable_only`: the facts of those that can
     be, for `down`, which reports the others itself; `applied`: with each node's identity
     and its standing against the record of the last `up`, for `up`'s fast path)."""
-    argv = [remote.PYTHON, "-", plan.inventory.stack.prefix, plan.inventory.stack.cuda_home]
+    argv = [remote.PYTHON, "-", plan.stack.prefix, plan.stack.cuda_home]
     if applied:
         argv.append(APPLIED)
     command = " ".join(shlex.quote(a) for a in argv)
@@ -85,13 +84,13 @@ def cores(facts: Facts) -> dict[str, int]:
     return {name: int(f.get("nproc") or 1) for name, f in facts.items()}
 
 
-def check_gpus(inventory: Inventory, facts: Facts) -> None:
+def check_gpus(plan: ClusterPlan, facts: Facts) -> None:
     """Every node the inventory gives GPUs shows exactly that many in nvidia-smi (unless
     stack.gpus_present is false); a MpiclusterError naming each node that does not."""
-    if not inventory.stack.gpus_present:
+    if not plan.stack.gpus_present:
         return
     reasons = {}
-    for node in inventory.nodes:
+    for node in plan.nodes:
         if not node.gpus:
             continue
         found = (facts.get(node.name) or {}).get("gpus") or {}

@@ -5,7 +5,7 @@ offers), and the source stack's Python (mpi4py, PyTorch's wheels) needs 3.10 or 
 
 from __future__ import annotations
 
-from mpicluster.cluster.inventory import Inventory
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError
 
 #: The oldest Python the source stack builds for (Debian 12's is 3.11, Ubuntu 22.04's 3.10).
@@ -43,14 +43,14 @@ def why_not(node_facts: dict, source_stack: bool) -> str | None:
     return None
 
 
-def mixed_slurm(inventory: Inventory, facts: dict[str, dict]) -> str | None:
+def mixed_slurm(plan: ClusterPlan, facts: dict[str, dict]) -> str | None:
     """Why Slurm cannot run across these nodes: each installs its own distribution's
     Slurm, and two releases' (Debian 12's 22.05, 13's 24.11) are further apart than
     Slurm's daemons work across."""
-    if inventory.scheduler is None:
+    if plan.scheduler is None:
         return None
     releases: dict[str, list[str]] = {}
-    for node in inventory.nodes:
+    for node in plan.nodes:
         found = (facts.get(node.name) or {}).get("os") or {}
         releases.setdefault(system_name(found), []).append(node.name)
     if len(releases) < 2:
@@ -63,17 +63,17 @@ def mixed_slurm(inventory: Inventory, facts: dict[str, dict]) -> str | None:
     )
 
 
-def check(inventory: Inventory, facts: dict[str, dict]) -> None:
+def check(plan: ClusterPlan, facts: dict[str, dict]) -> None:
     """A MpiclusterError naming the first node `up` cannot provision (and how many more),
     or why the nodes cannot make one Slurm cluster, before any change."""
-    source_stack = inventory.stack.install == "source"
+    source_stack = plan.stack.install == "source"
     reasons = {
         node.name: why
-        for node in inventory.nodes
+        for node in plan.nodes
         if (why := why_not(facts.get(node.name) or {}, source_stack))
     }
     if not reasons:
-        mixed = mixed_slurm(inventory, facts)
+        mixed = mixed_slurm(plan, facts)
         if mixed:
             raise MpiclusterError(f"{mixed}; nothing was changed on any node")
         return

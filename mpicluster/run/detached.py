@@ -143,7 +143,7 @@ def start(
     collect: dict | None = None,
 ) -> DetachedJob:
     """The job started under the head's launcher, detached; returns once it runs."""
-    launch.validate(plan.inventory, options, control_env)
+    launch.validate(plan, options, control_env)
     job_id = job.new_job_id()
     with job.on_head(plan, options) as (head, client):
         planned = job.planned_launch(client, plan, options, control_env, job_id)

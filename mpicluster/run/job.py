@@ -89,7 +89,7 @@ def head_node(plan: ClusterPlan, options: RunOptions) -> Node:
     """Where mpirun runs: the first node of --hosts, else the inventory's first. srun
     and sbatch run on the job's first node in the inventory's order: Slurm's, where it
     runs a batch job's script (a detached job's folder is there)."""
-    launch.check_hosts(plan.inventory, options.hosts)
+    launch.check_hosts(plan, options.hosts)
     if options.via == "slurm":
         return job_nodes(plan, options)[0]
     if options.hosts:
@@ -291,7 +291,7 @@ def planned_launch(
     """The job's command line on the head, from what the head reports."""
     _, out, _ = transport.run_command(client, facts_command(plan.layout.mpi_bin), 30)
     facts = parse_head_facts(head_node(plan, options).name, out)
-    return launch.build(plan.inventory, options, facts, control_env, job_id=job_id)
+    return launch.build(plan, options, facts, control_env, job_id=job_id)
 
 
 def new_job_id() -> str:
@@ -309,7 +309,7 @@ def run_job(
     dry_run: bool = False,
     hang: HangWatch | None = None,
 ) -> JobResult:
-    launch.validate(plan.inventory, options, control_env)
+    launch.validate(plan, options, control_env)
     started = time.monotonic()
     with on_head(plan, options) as (head, client):
         job_id = "" if dry_run else new_job_id()

@@ -94,7 +94,7 @@ def prepare(
     """The job's environment on every node of `nodes`, made where it is missing."""
     started = time.monotonic()
     facts = node_facts.gather(plan)
-    found = job_packages(plan.inventory, facts, lines, progress)
+    found = job_packages(plan, facts, lines, progress)
     fingerprints = {
         n.name: ((facts[n.name].get("current") or {}).get("fingerprint")) for n in nodes
     }

@@ -1,5 +1,5 @@
 """What `mpicluster run` starts on the head node: the mpirun (or per-node torchrun)
-command line, decided here from the inventory, the user's options and what the head
+command line, decided here from the plan, the user's options and what the head
 reported (its hostfile's slots, its Open MPI series, a free port).
 
 Placement is always explicit (`--host name:count,...`, `-np`, `--map-by slot` unless the
@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mpicluster.cluster import mpirun
-from mpicluster.cluster.inventory import Inventory
-from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.mpirun import Mpirun
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 
 Launcher = Literal["mpirun", "torchrun"]
@@ -155,8 +154,8 @@ def rank_environment(
     return env
 
 
-def check_hosts(inventory: Inventory, hosts: tuple[str, ...]) -> None:
-    names = [n.name for n in inventory.nodes]
+def check_hosts(plan: ClusterPlan, hosts: tuple[str, ...]) -> None:
+    names = [n.name for n in plan.nodes]
     unknown = [h for h in hosts if h not in names]
     if unknown:
         raise UsageError(f"--hosts: no node {unknown[0]!r} in the inventory ({', '.join(names)})")
@@ -164,10 +163,10 @@ def check_hosts(inventory: Inventory, hosts: tuple[str, ...]) -> None:
         raise UsageError("--hosts names a node twice")
 
 
-def placement(inventory: Inventory, options: RunOptions, slots: Mapping[str, int]) -> dict:
+def placement(plan: ClusterPlan, options: RunOptions, slots: Mapping[str, int]) -> dict:
     """Ranks per node: every slot of the chosen nodes, or --per-node each, cut to -np
     (options already validated)."""
-    names = [n.name for n in inventory.nodes]
+    names = [n.name for n in plan.nodes]
     chosen = list(options.hosts) or [n for n in names if n in slots]
     missing = [h for h in chosen if h not in slots]
     if missing:
@@ -252,7 +251,7 @@ def python_rank(options: RunOptions) -> bool:
     return program[0].endswith(".py")
 
 
-def validate(inventory: Inventory, options: RunOptions, control_env: Mapping[str, str]) -> None:
+def validate(plan: ClusterPlan, options: RunOptions, control_env: Mapping[str, str]) -> None:
     """What can be judged before reaching the head node (UsageError for each)."""
     if not options.program:
         raise UsageError("no program to run: give it after --, e.g. -- python train.py")
@@ -263,37 +262,37 @@ def validate(inventory: Inventory, options: RunOptions, control_env: Mapping[str
             raise UsageError(f"{flag} {value}: more than MPI's {MAX_RANKS} ranks")
     if options.launcher == "torchrun" and options.np is not None:
         raise UsageError("-np is for the mpirun launcher; torchrun takes --per-node")
-    check_hosts(inventory, options.hosts)
+    check_hosts(plan, options.hosts)
     if options.via == "slurm":
-        if inventory.scheduler is None:
+        if plan.scheduler is None:
             raise UsageError(
                 "--via slurm: the inventory has no scheduler (add scheduler: {type: slurm})"
             )
         if options.map_by:
             raise UsageError("--map-by is mpirun's; --via slurm places ranks node by node")
-    rank_environment(options, control_env, inventory.network.interface)
+    rank_environment(options, control_env, plan.network.interface)
 
 
 def build(
-    inventory: Inventory,
+    plan: ClusterPlan,
     options: RunOptions,
     head: HeadFacts,
     control_env: Mapping[str, str],
     *,
     job_id: str = "",
 ) -> Launch:
-    validate(inventory, options, control_env)
-    where = placement(inventory, options, head.slots)
-    env = rank_environment(options, control_env, inventory.network.interface)
+    validate(plan, options, control_env)
+    where = placement(plan, options, head.slots)
+    env = rank_environment(options, control_env, plan.network.interface)
     if job_id:  # finds the job's processes on the nodes (the hang report)
         env["MPICLUSTER_JOB"] = job_id
     if options.via == "slurm":
         # Slurm numbers the ranks in its own node order (slurm.conf's: the inventory's)
-        order = [n.name for n in inventory.nodes]
+        order = [n.name for n in plan.nodes]
         return _srun(options, head, env, {h: where[h] for h in order if h in where})
     ranks = sum(where.values())
     # the stack's own mpirun, the one the head's facts asked (nodes/head_mpi.py)
-    command = Mpirun.of(Layout.of(inventory), head.mpi_major, root=head.user == "root")
+    command = Mpirun.of(plan.layout, head.mpi_major, root=head.user == "root")
     default_map = "ppr:1:node" if options.launcher == "torchrun" else "slot"
     hosts = [*mpirun.hosts(where), "--map-by", options.map_by or default_map]
     rendezvous(options, head, env, where)

@@ -138,7 +138,7 @@ def _before(
     the job's packages and the setup step; the options the job runs with and its folder."""
     options, cwd = request.options, request.chdir
     outcome = JobOutcome()
-    launch.validate(plan.inventory, options, control_env)
+    launch.validate(plan, options, control_env)
     if request.sync is not None and not request.dry_run:
         outcome.synced = job.sync_nodes(
             plan, options, request.sync, request.sync_to, watchers.progress

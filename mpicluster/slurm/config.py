@@ -15,8 +15,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import MUNGE_KEY, SLURM_CONF_DIR, SLURM_CONF_FILES
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir
 from mpicluster.errors import MpiclusterError
 from mpicluster.util.files import write_secret
@@ -78,14 +78,14 @@ def ensure_munge_key(cluster: str) -> Path:
     return path
 
 
-def scheduler_vars(inventory: Inventory, munge_key: Path | None = None) -> dict[str, Any]:
+def scheduler_vars(plan: ClusterPlan, munge_key: Path | None = None) -> dict[str, Any]:
     """The slurm role's input (`mpicluster_scheduler`): None without a scheduler.
     `munge_key`: the cluster's key on this machine (ensure_munge_key, which the command
     calls: computing these inputs writes no file)."""
-    if inventory.scheduler is None:
+    if plan.scheduler is None:
         return {"mpicluster_scheduler": None}
-    controller = inventory.controller or inventory.nodes[0]
-    present = inventory.stack.gpus_present
+    controller = plan.controller or plan.nodes[0]
+    present = plan.stack.gpus_present
     partitions = [
         {
             "name": p.name,
@@ -94,14 +94,14 @@ def scheduler_vars(inventory: Inventory, munge_key: Path | None = None) -> dict[
             "max_time": p.max_time or "UNLIMITED",
             "default_time": p.default_time or "",
         }
-        for p in inventory.partitions()
+        for p in plan.partitions()
     ]
     return {
         "mpicluster_scheduler": {
             "type": "slurm",
             "controller": controller.name,
             "partitions": partitions,
-            "munge_key": str(munge_key or munge_key_path(inventory.cluster)),
+            "munge_key": str(munge_key or munge_key_path(plan.cluster)),
             "marker": MARKER,
             "record": RECORD,
             "conf_dir": CONF_DIR,
@@ -109,7 +109,7 @@ def scheduler_vars(inventory: Inventory, munge_key: Path | None = None) -> dict[
             "pmix_env": PMIX_ENV,
             "users": list(USERS),
             # GPUs Slurm hands out (gres), where they are there to hand out
-            "gres": {n.name: n.gpus for n in inventory.nodes if n.gpus and present},
+            "gres": {n.name: n.gpus for n in plan.nodes if n.gpus and present},
         }
     }
 

@@ -98,7 +98,7 @@ def parse_node(text: str) -> SlurmNode:
 
 
 def gather(plan: ClusterPlan) -> SlurmFacts:
-    controller = plan.inventory.controller or plan.nodes[0]
+    controller = plan.controller or plan.nodes[0]
     found = SlurmFacts(controller.name)
     said = transport.run_on(plan, controller, CONTROLLER_COMMAND, timeout=90)
     credential, ping, conf, states, reasons = (said.stdout.split("@@\n") + [""] * 5)[:5]

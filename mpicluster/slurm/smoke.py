@@ -71,7 +71,7 @@ class SlurmSmoke:
 
 def run_slurm_smoke(plan: ClusterPlan, on_progress=None) -> SlurmSmoke:
     progress = on_progress or (lambda message: None)
-    controller = plan.inventory.controller or plan.nodes[0]
+    controller = plan.controller or plan.nodes[0]
     report = SlurmSmoke(controller.name)
     steps = [
         ("munge", "a munge credential from the controller decodes on every node", munge_step),
@@ -81,7 +81,7 @@ def run_slurm_smoke(plan: ClusterPlan, on_progress=None) -> SlurmSmoke:
         ("pmix", "srun --mpi=pmix: the mpi4py allreduce as one world", pmix_step),
         ("sbatch", "sbatch: the same allreduce as a batch job", sbatch_step),
     ]
-    if plan.inventory.gpu_nodes:
+    if plan.gpu_nodes:
         steps.append(("gpu", "srun --gres=gpu:1 nvidia-smi -L", gpu_step))
     for name, what, run in steps:
         progress(f"Slurm smoke test: {what}")
@@ -392,7 +392,7 @@ def _field(text: str, name: str) -> str:
 
 
 def gpu_step(plan: ClusterPlan, controller: Node) -> SlurmStep:
-    nodes = plan.inventory.gpu_nodes
+    nodes = plan.gpu_nodes
     names = ",".join(n.name for n in nodes)
     command = f"srun -w {names} -N{len(nodes)} --ntasks-per-node=1 --gres=gpu:1 -t 2 nvidia-smi -L"
     result = _ctl(plan, controller, command)

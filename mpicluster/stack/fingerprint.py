@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.lockfile import Source
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
 from mpicluster.nodes.facts import release
 from mpicluster.stack.sources import built_on
@@ -70,12 +70,12 @@ class Platform:
         return f"cp{self.python.replace('.', '')}-{self.arch}"
 
 
-def platform_of(facts: dict[str, Any], inventory: Inventory, gpus: int) -> Platform:
+def platform_of(facts: dict[str, Any], plan: ClusterPlan, gpus: int) -> Platform:
     archs: tuple[str, ...] = ()
     cuda = facts.get("cuda") if gpus else None
     if gpus:
         devices = (facts.get("gpus") or {}).get("devices") or []
-        wanted = inventory.stack.nccl.cuda_archs or [d["compute_cap"] for d in devices]
+        wanted = plan.stack.nccl.cuda_archs or [d["compute_cap"] for d in devices]
         archs = tuple(sorted(set(wanted)))
     return Platform(
         os=release(facts),
@@ -103,8 +103,8 @@ def recipe_digest(recipe_module: Path = RECIPE_MODULE) -> str:
     return digest.hexdigest()
 
 
-def options(inventory: Inventory, platform: Platform) -> dict[str, Any]:
-    stack = inventory.stack
+def options(plan: ClusterPlan, platform: Platform) -> dict[str, Any]:
+    stack = plan.stack
     cuda_aware = stack.openmpi.cuda if stack.openmpi.cuda != "auto" else platform.cuda is not None
     return {
         "prefix": stack.prefix,
@@ -132,7 +132,7 @@ def options(inventory: Inventory, platform: Platform) -> dict[str, Any]:
 def fingerprint(
     platform: Platform,
     sources: list[Source],
-    inventory: Inventory,
+    plan: ClusterPlan,
     wheels_digest: str,
     recipe: str,
 ) -> tuple[str, dict[str, Any]]:
@@ -144,7 +144,7 @@ def fingerprint(
             | ({"patches": [p.sha256 for p in s.patches]} if s.patches else {})
             for s in built_on(sources, platform.cuda)
         },
-        "options": options(inventory, platform),
+        "options": options(plan, platform),
         "wheels": wheels_digest,
         "recipe": recipe,
     }

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
-from mpicluster.cluster.inventory import Inventory
-from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.lockfile import Source
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, UsageError
@@ -27,9 +25,9 @@ from mpicluster.stack import (
     sources,
     wheels,
 )
+from mpicluster.stack.builds import Group, plan_builds
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
-from mpicluster.stack.plan import Group, plan
 
 Progress = Callable[[str], None]
 
@@ -52,8 +50,8 @@ class StackPlan:
     packages_to: list[str] = field(default_factory=list)
 
 
-def cache_of(inventory: Inventory) -> SourceCache:
-    return SourceCache(inventory.resolve_path(inventory.sources.cache), inventory.sources.mirror)
+def cache_of(plan: ClusterPlan) -> SourceCache:
+    return SourceCache(plan.sources.cache, plan.sources.mirror)
 
 
 @dataclass
@@ -86,7 +84,7 @@ class FetchResult:
 
 
 def fetch(
-    inventory: Inventory,
+    plan: ClusterPlan,
     platforms: Iterable[Platform],
     progress: Progress,
     *,
@@ -95,19 +93,17 @@ def fetch(
 ) -> FetchResult:
     """Every source and wheelhouse the inventory needs (UCX's where `ucx`), verified, in
     the cache."""
-    cache = cache_of(inventory)
+    cache = cache_of(plan)
     platforms = list(platforms)
-    wanted_torch = sources.torch_requirement(inventory)
-    wanted = stack_wheels(inventory, platforms)
+    wanted_torch = sources.torch_requirement(plan)
+    wanted = stack_wheels(plan, platforms)
     targets = {p.wheel_target: p for p in platforms}
     # Every download at once: each is a pip or apt-get start and an index's answer
     # before any bytes (10 s one after the other for a cold demo, 4.5 s at once).
     with ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="fetch") as pool:
         try:
-            index_url = inventory.stack.pytorch.index_url if wanted_torch else None
-            return _fetched(
-                pool, cache, inventory, ucx, targets, wanted, index_url, progress, offline
-            )
+            index_url = plan.stack.pytorch.index_url if wanted_torch else None
+            return _fetched(pool, cache, plan, ucx, targets, wanted, index_url, progress, offline)
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)  # the first failure, said at once
             raise
@@ -116,7 +112,7 @@ def fetch(
 def _fetched(
     pool: ThreadPoolExecutor,
     cache: SourceCache,
-    inventory: Inventory,
+    plan: ClusterPlan,
     ucx: bool,
     targets: dict[str, Platform],
     wanted: list[str],
@@ -128,7 +124,7 @@ def _fetched(
     (the first failure raised is the first component's)."""
     pending = {
         source.component: pool.submit(cache.ensure, source, progress, offline=offline)
-        for source in sources.needed(inventory, ucx)
+        for source in sources.needed(plan, ucx)
     }
     building = {
         target: pool.submit(
@@ -144,7 +140,7 @@ def _fetched(
     }
     files = {name: future.result() for name, future in pending.items()}
     houses = {target: future.result() for target, future in building.items()}
-    lines = inventory.python_requirements()
+    lines = plan.python_requirements
     if not lines:
         return FetchResult(files, houses)
     # the cluster's packages with the stack's pinned: after the stack's wheelhouses
@@ -166,7 +162,7 @@ def _fetched(
 
 
 def fetch_for(
-    inventory: Inventory,
+    plan: ClusterPlan,
     progress: Progress,
     *,
     python: str | None = None,
@@ -177,24 +173,24 @@ def fetch_for(
     that cannot be reached), the platforms it and `arch`/`cuda` describe, with UCX's
     sources unless the inventory turns UCX off."""
     if python:
-        wanted = platforms_unasked(inventory, python, arch, cuda)
-        ucx = inventory.stack.ucx.enabled is not False
+        wanted = platforms_unasked(plan, python, arch, cuda)
+        ucx = plan.stack.ucx.enabled is not False
     else:
-        facts = node_facts.gather(ClusterPlan.of(inventory))
-        wanted = list(platforms(inventory, facts).values())
-        ucx = sources.ucx_wanted(inventory, facts)
-    return fetch(inventory, wanted, progress, ucx=ucx)
+        facts = node_facts.gather(plan)
+        wanted = list(platforms(plan, facts).values())
+        ucx = sources.ucx_wanted(plan, facts)
+    return fetch(plan, wanted, progress, ucx=ucx)
 
 
-def stack_wheels(inventory: Inventory, platforms: list[Platform]) -> list[str]:
+def stack_wheels(plan: ClusterPlan, platforms: list[Platform]) -> list[str]:
     """What the stack's wheelhouse is asked for (its manifest records it)."""
-    wanted_torch = sources.torch_requirement(inventory)
-    wanted = wheels.requirements(inventory.stack.horovod.enabled, wanted_torch)
-    return wanted + nvml_requirements(inventory, platforms)
+    wanted_torch = sources.torch_requirement(plan)
+    wanted = wheels.requirements(plan.stack.horovod.enabled, wanted_torch)
+    return wanted + nvml_requirements(plan, platforms)
 
 
 def job_packages(
-    inventory: Inventory,
+    plan: ClusterPlan,
     facts: dict[str, dict[str, Any]],
     lines: list[str],
     progress: Progress,
@@ -202,13 +198,13 @@ def job_packages(
     """A job's own packages (`run --requirements`), per node: resolved on this machine
     for each node's platform, with the stack's packages (and the cluster's) pinned to
     what the nodes have. The stack's wheelhouse must be in the cache (`up` put it there)."""
-    cache = cache_of(inventory)
-    by_node = platforms(inventory, facts)
-    wanted = stack_wheels(inventory, list(by_node.values()))
-    index_url = inventory.stack.pytorch.index_url if sources.torch_requirement(inventory) else None
+    cache = cache_of(plan)
+    by_node = platforms(plan, facts)
+    wanted = stack_wheels(plan, list(by_node.values()))
+    index_url = plan.stack.pytorch.index_url if sources.torch_requirement(plan) else None
     built = {
         s.component: s.version
-        for s in sources.needed(inventory, False)
+        for s in sources.needed(plan, False)
         if s.component in ("mpi4py", "horovod")
     }
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
@@ -218,7 +214,7 @@ def job_packages(
             cache.root, platform, wanted, progress, offline=True, index_url=index_url
         )
         pins = cluster_packages.stack_pins(house, built)
-        cluster_lines = inventory.python_requirements()
+        cluster_lines = plan.python_requirements
         if cluster_lines:
             ours = cluster_packages.resolve(
                 cache.root,
@@ -236,36 +232,33 @@ def job_packages(
     return {name: found[p.wheel_target] for name, p in by_node.items()}
 
 
-def nvml_requirements(inventory: Inventory, platforms: list[Platform]) -> list[str]:
+def nvml_requirements(plan: ClusterPlan, platforms: list[Platform]) -> list[str]:
     """NVML's header wheel for each CUDA release among the platforms, for UCX's CUDA
     support where a toolkit lacks nvml.h (recipe.ucx_cuda): wanted wherever UCX may be
     built beside a CUDA-aware Open MPI, whatever the nodes' RDMA devices say, so that
     `fetch` without the nodes (--python, --cuda) fills the wheelhouse `up` asks for."""
-    if not sources.ucx_with_cuda_possible(inventory):
+    if not sources.ucx_with_cuda_possible(plan):
         return []
     return sorted({recipe.nvml_requirement(p.cuda) for p in platforms if p.cuda})
 
 
 def prepare(
-    inventory: Inventory,
-    layout: Layout,
+    plan: ClusterPlan,
     facts: dict[str, dict[str, Any]],
     progress: Progress,
     *,
     offline: bool = False,
 ) -> StackPlan:
-    ucx = sources.ucx_wanted(inventory, facts)
-    fetched = fetch(
-        inventory, platforms(inventory, facts).values(), progress, ucx=ucx, offline=offline
-    )
+    ucx = sources.ucx_wanted(plan, facts)
+    fetched = fetch(plan, platforms(plan, facts).values(), progress, ucx=ucx, offline=offline)
     cached, houses = fetched.files, fetched.houses
-    notes = check_drivers(inventory, facts, houses)
+    notes = check_drivers(plan, facts, houses)
     files = {name: entry.path for name, entry in cached.items()}
     needed = [entry.source for entry in cached.values()]  # the files actually used
-    cache_dir = inventory.resolve_path(inventory.sources.artifacts)
+    cache_dir = plan.sources.artifacts
     cache_dir.mkdir(parents=True, exist_ok=True)
-    groups = plan(
-        inventory,
+    groups = plan_builds(
+        plan,
         facts,
         needed,
         {t: h.digest for t, h in houses.items()},
@@ -280,8 +273,8 @@ def prepare(
     specs = {}
     for group in groups:
         specs[group.fingerprint] = _group_spec(
-            inventory,
-            layout.stack_dir(group.fingerprint),
+            plan,
+            plan.layout.stack_dir(group.fingerprint),
             group,
             needed,
             files,
@@ -341,26 +334,26 @@ def _packages_spec(
 
 
 def check_drivers(
-    inventory: Inventory, facts: dict[str, dict[str, Any]], houses: dict[str, wheels.Wheelhouse]
+    plan: ClusterPlan, facts: dict[str, dict[str, Any]], houses: dict[str, wheels.Wheelhouse]
 ) -> list[str]:
     """Refuse, before anything is built, a GPU node whose driver cannot run the CUDA of
     its toolkit or of the wheelhouse's PyTorch (one line per node, with the fix); return
     the notes for what runs under minor version compatibility."""
-    if not inventory.stack.gpus_present:
+    if not plan.stack.gpus_present:
         return []  # no driver to ask: the stack is built for GPUs that are not there
-    requirement = sources.torch_requirement(inventory)
+    requirement = sources.torch_requirement(plan)
     refused: dict[str, str] = {}
     notes: list[str] = []
-    for node in inventory.gpu_nodes:
+    for node in plan.gpu_nodes:
         seen = facts.get(node.name) or {}
         gpus = seen.get("gpus") or {}
         torch = None
         if requirement:
-            house = houses[platform_of(seen, inventory, node.gpus).wheel_target]
+            house = houses[platform_of(seen, plan, node.gpus).wheel_target]
             wheel = wheels.torch_wheel(house, requirement)
             if wheel and wheel.cuda_version:
                 torch = (wheel.version, wheel.cuda_version)
-        wanted = cuda_compat.needs(seen.get("cuda"), inventory.stack.cuda_home, torch)
+        wanted = cuda_compat.needs(seen.get("cuda"), plan.stack.cuda_home, torch)
         if why := cuda_compat.refusal(gpus.get("driver"), gpus.get("cuda"), wanted):
             refused[node.name] = why
         notes += [f"{node.name}: {note}" for note in cuda_compat.notes(gpus.get("cuda"), wanted)]
@@ -384,39 +377,39 @@ def _cpu_nodes_cuda_torch(group: Group, torch: dict[str, Any] | None) -> str | N
 
 
 def platforms_unasked(
-    inventory: Inventory, python: str, arch: str, cuda: str | None
+    plan: ClusterPlan, python: str, arch: str, cuda: str | None
 ) -> list[Platform]:
     """The nodes' platform as `fetch --python --arch --cuda` gives it, for a wheelhouse
     made without reaching them; UsageError where GPU nodes' CUDA release is needed (NVML's
     header wheel follows it) and not given."""
-    if cuda is None and sources.ucx_with_cuda_possible(inventory):
+    if cuda is None and sources.ucx_with_cuda_possible(plan):
         raise UsageError(
             "--python: the inventory has GPU nodes, whose wheelhouse holds NVML's header "
             "for UCX's CUDA support: give their CUDA release with --cuda (e.g. 13.0)"
         )
-    return [Platform.for_wheels(python, arch, cuda if inventory.has_gpus else None)]
+    return [Platform.for_wheels(python, arch, cuda if plan.has_gpus else None)]
 
 
-def platforms(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> dict[str, Platform]:
-    return {n.name: platform_of(facts[n.name], inventory, n.gpus) for n in inventory.nodes}
+def platforms(plan: ClusterPlan, facts: dict[str, dict[str, Any]]) -> dict[str, Platform]:
+    return {n.name: platform_of(facts[n.name], plan, n.gpus) for n in plan.nodes}
 
 
 def _group_spec(
-    inventory: Inventory,
+    plan: ClusterPlan,
     stack_dir: str,
     group: Group,
     needed: list[Source],
     files: dict[str, Path],
     house: wheels.Wheelhouse,
 ) -> dict[str, Any]:
-    cuda_home = inventory.stack.cuda_home if group.platform.cuda else None
+    cuda_home = plan.stack.cuda_home if group.platform.cuda else None
     by_name = {s.component: s for s in sources.built_on(needed, cuda_home)}
     spec: dict[str, Any] = {
         **_delivery_spec(group, files, house, by_name),
-        **_mpi_spec(inventory, group, by_name, stack_dir, cuda_home),
+        **_mpi_spec(plan, group, by_name, stack_dir, cuda_home),
         "build_requirements": list(wheels.BUILD_REQUIREMENTS),
         "tools": list(wheels.TOOLS),
-        **_nccl_spec(inventory, group, by_name, cuda_home),
+        **_nccl_spec(plan, group, by_name, cuda_home),
         "horovod": None,
         "record": {
             "fingerprint": group.fingerprint,
@@ -425,12 +418,12 @@ def _group_spec(
             "mpicluster": __version__,
         },
     }
-    torch = torch_spec(inventory, house, spec["nccl"] is not None, by_name.get("nccl"))
+    torch = torch_spec(plan, house, spec["nccl"] is not None, by_name.get("nccl"))
     spec["pytorch"] = torch
     if torch:
-        spec["record"]["versions"]["pytorch"] = sources.pytorch_version(inventory)
+        spec["record"]["versions"]["pytorch"] = sources.pytorch_version(plan)
         spec["record"]["pytorch"] = {"cuda": torch["cuda"], "nccl": torch["nccl"]}
-    if inventory.stack.horovod.enabled:
+    if plan.stack.horovod.enabled:
         spec["horovod"] = _horovod_spec(
             group, by_name["horovod"], spec["nccl"], torch, cuda_home, stack_dir
         )
@@ -458,14 +451,14 @@ def _delivery_spec(
 
 
 def _mpi_spec(
-    inventory: Inventory,
+    plan: ClusterPlan,
     group: Group,
     by_name: dict[str, Source],
     stack_dir: str,
     cuda_home: str | None,
 ) -> dict[str, Any]:
     """How Open MPI (and UCX beside it) are configured, and with which CUDA, if any."""
-    stack = inventory.stack
+    stack = plan.stack
     cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
     # the CUDA that Open MPI (and UCX beside it) are built against; None: no CUDA
     mpi_cuda_home = cuda_home if cuda_aware else None
@@ -506,7 +499,7 @@ def _ucx_spec(
 
 
 def _nccl_spec(
-    inventory: Inventory, group: Group, by_name: dict[str, Source], cuda_home: str | None
+    plan: ClusterPlan, group: Group, by_name: dict[str, Source], cuda_home: str | None
 ) -> dict[str, Any]:
     """The "nccl" and "nccl_tests" entries: built only where there is CUDA (else None)."""
     spec: dict[str, Any] = {"nccl": None, "nccl_tests": None}
@@ -516,7 +509,7 @@ def _nccl_spec(
             "archs": list(archs),
             "cuda_home": cuda_home,
             "gencode": recipe.nvcc_gencode(archs),
-            "only_funcs": inventory.stack.nccl.only_funcs or "",
+            "only_funcs": plan.stack.nccl.only_funcs or "",
         }
         if "nccl_tests" in by_name:
             spec["nccl_tests"] = {"binaries": list(recipe.NCCL_TESTS)}
@@ -551,12 +544,12 @@ def _horovod_spec(
 
 
 def torch_spec(
-    inventory: Inventory, house: wheels.Wheelhouse, builds_nccl: bool, nccl: Source | None
+    plan: ClusterPlan, house: wheels.Wheelhouse, builds_nccl: bool, nccl: Source | None
 ) -> dict[str, Any] | None:
     """How a group installs PyTorch: the pip requirement, whether the wheel is a CUDA
     build, and which NCCL it loads ("stack": the wheel's copy is replaced by a link to
     the stack's, which must be at least as new as the one the wheel pins)."""
-    requirement = sources.torch_requirement(inventory)
+    requirement = sources.torch_requirement(plan)
     if requirement is None:
         return None
     wheel = wheels.torch_wheel(house, requirement)
@@ -566,10 +559,10 @@ def torch_spec(
             hint="check the version in stack.pytorch; a CPU build (cuda: false) needs an "
             f"index with +cpu wheels (PIP_EXTRA_INDEX_URL={cuda_compat.PYTORCH_CPU_INDEX})",
         )
-    if inventory.stack.pytorch.cuda is True and not wheel.cuda:
+    if plan.stack.pytorch.cuda is True and not wheel.cuda:
         raise MpiclusterError(f"stack.pytorch.cuda is true, but {wheel.filename} is a CPU build")
     chosen = "wheel"
-    if inventory.stack.pytorch.nccl == "stack" and builds_nccl and nccl is not None:
+    if plan.stack.pytorch.nccl == "stack" and builds_nccl and nccl is not None:
         if not wheel.cuda:
             raise MpiclusterError(
                 f"stack.pytorch.nccl is stack, but {wheel.filename} is a CPU build without NCCL",

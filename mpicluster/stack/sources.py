@@ -1,4 +1,4 @@
-"""Which sources a cluster needs: the lockfile's pins, overridden by the inventory.
+"""Which sources a cluster needs: the lockfile's pins, overridden by the plan.
 
 The lockfile (mpicluster/data/stack.lock.yaml, read by `mpicluster.cluster.lockfile`)
 pins, for every component, where each release's file comes from and its sha256;
@@ -11,38 +11,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.lockfile import Source, default_version, resolve
+from mpicluster.cluster.plan import ClusterPlan
 
 
-def ucx_wanted(inventory: Inventory, facts: dict[str, dict[str, Any]]) -> bool:
+def ucx_wanted(plan: ClusterPlan, facts: dict[str, dict[str, Any]]) -> bool:
     """Whether the stack has UCX: as the inventory says, or ("auto") where any node has
     an RDMA device (beside a CUDA-aware Open MPI, UCX is built with CUDA too). One
     answer for the whole cluster: ranks whose Open MPIs pick different PMLs (ucx on one
     node, ob1 on another) cannot talk."""
-    enabled = inventory.stack.ucx.enabled
+    enabled = plan.stack.ucx.enabled
     if enabled != "auto":
         return bool(enabled)
-    return any((facts.get(n.name) or {}).get("rdma") for n in inventory.nodes)
+    return any((facts.get(n.name) or {}).get("rdma") for n in plan.nodes)
 
 
-def ucx_with_cuda_possible(inventory: Inventory) -> bool:
+def ucx_with_cuda_possible(plan: ClusterPlan) -> bool:
     """Whether UCX may be built with CUDA for this inventory (whatever the nodes' RDMA
     devices say): UCX not turned off, Open MPI not kept from CUDA, some node with GPUs."""
-    stack = inventory.stack
-    return inventory.has_gpus and stack.ucx.enabled is not False and stack.openmpi.cuda is not False
+    stack = plan.stack
+    return plan.has_gpus and stack.ucx.enabled is not False and stack.openmpi.cuda is not False
 
 
-def needed(inventory: Inventory, ucx: bool = False) -> list[Source]:
+def needed(plan: ClusterPlan, ucx: bool = False) -> list[Source]:
     """The sources `up` needs for this inventory (none for `install: packages`); UCX's
     when `ucx` (ucx_wanted's answer)."""
-    stack = inventory.stack
+    stack = plan.stack
     if stack.install != "source":
         return []
     wanted = ["openmpi", "mpi4py"]
     if ucx:
         wanted.append("ucx")
-    if inventory.has_gpus:
+    if plan.has_gpus:
         wanted.append("nccl")
         if stack.nccl_tests.enabled:
             wanted.append("nccl_tests")
@@ -68,16 +68,16 @@ def built_on(needed: list[Source], cuda: str | None) -> list[Source]:
     return [s for s in needed if cuda or s.component not in GPU_COMPONENTS]
 
 
-def pytorch_version(inventory: Inventory) -> str:
-    return inventory.stack.pytorch.version or default_version("pytorch")
+def pytorch_version(plan: ClusterPlan) -> str:
+    return plan.stack.pytorch.version or default_version("pytorch")
 
 
-def torch_requirement(inventory: Inventory) -> str | None:
+def torch_requirement(plan: ClusterPlan) -> str | None:
     """What pip is asked for PyTorch (None: the stack's Python has no PyTorch)."""
-    torch = inventory.stack.pytorch
-    if inventory.stack.install != "source" or not torch.enabled:
+    torch = plan.stack.pytorch
+    if plan.stack.install != "source" or not torch.enabled:
         return None
-    return pip_requirement(pytorch_version(inventory), torch.cuda)
+    return pip_requirement(pytorch_version(plan), torch.cuda)
 
 
 def pip_requirement(version: str, cuda: bool | str) -> str:

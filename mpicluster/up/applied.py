@@ -81,7 +81,7 @@ def inputs_digest(
         "inventory": _digest(
             {
                 "variables": {k: v for k, v in variables.items() if k not in NOT_INPUTS},
-                "become": plan.inventory.ssh.become,
+                "become": plan.logins.become,
             }
         ),
         "nodes": {

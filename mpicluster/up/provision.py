@@ -10,7 +10,6 @@ from typing import Any
 
 from mpicluster import exitcodes, remote, slurm
 from mpicluster.cluster import hostfiles as hostfile
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensure_cluster_key
@@ -76,7 +75,7 @@ class UpResult:
 
 
 def rdma_host_vars(
-    inventory: Inventory, facts: dict[str, dict[str, Any]], host_vars: dict[str, dict[str, Any]]
+    plan: ClusterPlan, facts: dict[str, dict[str, Any]], host_vars: dict[str, dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
     """`host_vars` with `base_rdma: true` for each node that has an RDMA device: the base
     role installs rdma-core's run-time libraries there (NCCL and UCX load libibverbs and
@@ -84,11 +83,11 @@ def rdma_host_vars(
     `base_peermem: true` where such a node also has GPUs that need nvidia-peermem for
     GPUDirect RDMA (peermem_wanted)."""
     merged = {name: dict(values) for name, values in host_vars.items()}
-    for node in inventory.nodes:
+    for node in plan.nodes:
         seen = facts.get(node.name) or {}
         if seen.get("rdma"):
             merged.setdefault(node.name, {})["base_rdma"] = True
-            if node.gpus and inventory.stack.gpus_present and peermem_wanted(seen):
+            if node.gpus and plan.stack.gpus_present and peermem_wanted(seen):
                 merged[node.name]["base_peermem"] = True
     return merged
 
@@ -114,7 +113,7 @@ class ControlFiles:
 
     @classmethod
     def ensure(cls, plan: ClusterPlan) -> ControlFiles:
-        munge = slurm.ensure_munge_key(plan.cluster) if plan.inventory.scheduler else None
+        munge = slurm.ensure_munge_key(plan.cluster) if plan.scheduler else None
         return cls(ensure_cluster_key(plan.cluster), munge)
 
 
@@ -122,8 +121,7 @@ def extravars(plan: ClusterPlan, cores: dict[str, int], files: ControlFiles) -> 
     """The playbooks' inputs (each role declares the ones it reads in
     meta/argument_specs.yml): what every run takes (ClusterPlan.playbook_inputs), and
     up's own."""
-    inventory = plan.inventory
-    node_slots = hostfile.slots(inventory, cores)
+    node_slots = hostfile.slots(plan, cores)
     nodes = [
         {
             "name": node.name,
@@ -147,7 +145,7 @@ def extravars(plan: ClusterPlan, cores: dict[str, int], files: ControlFiles) -> 
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
         "mpicluster_templates": str(data_path("templates")),
         "mpicluster_config_files": config_files(plan, node_slots, nodes),
-        **slurm.scheduler_vars(inventory, files.munge_key),
+        **slurm.scheduler_vars(plan, files.munge_key),
         **slurm.teardown_vars(),
     }
 
@@ -157,12 +155,11 @@ def config_files(
 ) -> list[dict[str, str]]:
     """What the hostfiles role writes on every node (one module call, changed files only):
     the hostfiles, the environment for users' scripts, cluster.json, the smoke programs."""
-    inventory = plan.inventory
     described = {
-        "cluster": inventory.cluster,
-        "install": inventory.stack.install,
-        "prefix": inventory.stack.prefix,
-        "network": inventory.network.selector or "",
+        "cluster": plan.cluster,
+        "install": plan.stack.install,
+        "prefix": plan.stack.prefix,
+        "network": plan.network.selector or "",
         "nodes": [{k: n[k] for k in ("name", "ip", "gpus", "slots")} for n in nodes],
     }
     texts = {
@@ -176,7 +173,7 @@ def config_files(
 
 
 def provision(
-    inventory: Inventory,
+    plan: ClusterPlan,
     *,
     on_event: EventSink | None = None,
     on_progress: Progress | None = None,
@@ -184,12 +181,12 @@ def provision(
     full: bool = False,
 ) -> UpResult:
     """`full`: run every task even where the probes prove nothing would change."""
-    with cluster_lock(inventory.cluster):
-        return _provision(inventory, on_event, on_progress, smoke, full)
+    with cluster_lock(plan.cluster):
+        return _provision(plan, on_event, on_progress, smoke, full)
 
 
 def _provision(
-    inventory: Inventory,
+    plan: ClusterPlan,
     on_event: EventSink | None,
     on_progress: Progress | None,
     smoke: bool,
@@ -197,26 +194,25 @@ def _provision(
 ) -> UpResult:
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
-    result = UpResult(inventory.cluster, nodes=len(inventory.nodes))
-    progress(f"Reaching {len(inventory.nodes)} node(s) over SSH")
-    plan = ClusterPlan.of(inventory)
+    result = UpResult(plan.cluster, nodes=len(plan.nodes))
+    progress(f"Reaching {len(plan.nodes)} node(s) over SSH")
     facts = node_facts.gather(plan, applied=True)
-    supported.check(inventory, facts)
-    node_facts.check_gpus(inventory, facts)
+    supported.check(plan, facts)
+    node_facts.check_gpus(plan, facts)
     variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan))
     stack = StackPlan()
-    if inventory.stack.install == "source":
-        stack = prepare_stack(inventory, plan.layout, facts, progress)
+    if plan.stack.install == "source":
+        stack = prepare_stack(plan, facts, progress)
         node_facts.check_no_job(facts, stack.installers, "switching to the new stack")
         for line in describe_plan(stack):
             progress(line)
         variables |= stack.variables
-    host_vars = rdma_host_vars(inventory, facts, stack.host_vars)
+    host_vars = rdma_host_vars(plan, facts, stack.host_vars)
     variables["mpicluster_applied_inputs"] = applied.inputs_digest(
         plan, variables, host_vars, facts
     )
     verdict = applied.judge(
-        inventory.cluster,
+        plan.cluster,
         variables["mpicluster_applied_inputs"],
         facts,
         sorted(set(stack.builders) | set(stack.installers) | set(stack.packages_to)),
@@ -251,7 +247,7 @@ def _provision(
     result.playbook = run_playbook(
         plan,
         "site.yml",
-        runs_dir=cluster_dir(inventory.cluster) / "runs",
+        runs_dir=cluster_dir(plan.cluster) / "runs",
         label="up",
         extravars=variables,
         host_vars=host_vars,

@@ -173,17 +173,17 @@ def run_smoke(
     parts: dict[str, float] = {}
     tried, allreduce = _matrix_and_allreduce(plan, progress, seed, parts)
     horovod = gpu = None
-    if allreduce.ok and plan.layout.install == "source" and plan.inventory.stack.horovod.enabled:
+    if allreduce.ok and plan.layout.install == "source" and plan.stack.horovod.enabled:
         if frameworks:
             progress("Smoke test: Horovod allreduce across all nodes (PyTorch)")
             horovod = _timed(parts, "horovod", run_allreduce, plan, kind="horovod")
         else:
             progress(f"Smoke test: Horovod allreduce skipped: {UNCHANGED}")
             horovod = AllreduceResult(True, plan.nodes[0].name, "horovod", skipped=UNCHANGED)
-    if plan.inventory.has_gpus:
+    if plan.has_gpus:
         gpu = _timed(parts, "gpu", run_gpu_smoke, plan, allreduce, progress, frameworks)
     slurm = None
-    if plan.inventory.scheduler:
+    if plan.scheduler:
         slurm = _timed(parts, "slurm", run_slurm_smoke, plan, progress)
     report = SmokeReport(
         [n.name for n in plan.nodes], tried, allreduce, 0.0, horovod, gpu, seed, slurm
@@ -327,12 +327,12 @@ def _ssh_problem(source: str, target: str, probe: dict) -> str:
 
 def gpu_not_run(plan: ClusterPlan, mpi: AllreduceResult | None) -> str:
     """Why the GPU runs are left out on an inventory with GPUs ("" when they run)."""
-    if plan.inventory.stack.install != "source":
+    if plan.stack.install != "source":
         return (
             "stack.install is packages: the distribution's MPI comes without NCCL, "
             "nccl-tests or a CUDA-aware build"
         )
-    if not plan.inventory.stack.gpus_present:
+    if not plan.stack.gpus_present:
         return GPUS_ABSENT
     if mpi is None or not mpi.ok:
         return "the MPI allreduce failed: the GPU runs need MPI across the nodes first"
@@ -341,7 +341,7 @@ def gpu_not_run(plan: ClusterPlan, mpi: AllreduceResult | None) -> str:
 
 def gpu_skipped(plan: ClusterPlan, kind: str) -> str:
     """Why one GPU run is left out: what the inventory did not build ("" when it runs)."""
-    stack = plan.inventory.stack
+    stack = plan.stack
     if kind == "nccl-tests" and not stack.nccl_tests.enabled:
         return "stack.nccl_tests.enabled is false: all_reduce_perf is not built"
     if kind == "cuda" and stack.openmpi.cuda is False:
@@ -370,7 +370,7 @@ def run_gpu_smoke(
         if skipped:
             runs.append(AllreduceResult(True, head, kind, skipped=skipped))
             continue
-        progress(f"Smoke test: {kind} allreduce on {plan.inventory.total_gpus} GPU(s)")
+        progress(f"Smoke test: {kind} allreduce on {plan.total_gpus} GPU(s)")
         runs.append(run_allreduce(plan, GPU_TIMEOUT, kind))
     return GpuSmoke(runs=runs)
 
@@ -383,9 +383,9 @@ def gpu_placement(plan: ClusterPlan) -> list[str]:
     """One rank per GPU. The hostfile's slots are each node's GPUs unless the inventory
     sets slots (or lists nodes without GPUs): then the GPU nodes are named instead."""
     if all(n.gpus and n.slots in (None, n.gpus) for n in plan.nodes):
-        hosts = ["--hostfile", layout.HOSTFILE, "-np", str(plan.inventory.total_gpus)]
+        hosts = ["--hostfile", layout.HOSTFILE, "-np", str(plan.total_gpus)]
     else:
-        hosts = mpirun.hosts({n.name: n.gpus for n in plan.inventory.gpu_nodes})
+        hosts = mpirun.hosts({n.name: n.gpus for n in plan.gpu_nodes})
     return [*hosts, "--map-by", "slot"]
 
 
@@ -397,7 +397,7 @@ def smoke_program(plan: ClusterPlan, kind: str) -> list[str]:
         return [plan.layout.cuda_allreduce, *map(str, GPU_SIZES)]
     program = [plan.layout.python, f"{layout.SMOKE_DIR}/{PROGRAM[kind]}"]
     if kind == "torch":  # rank 0 runs on the first GPU node, where the rendezvous is
-        program += [plan.inventory.gpu_nodes[0].host, str(TORCH_MASTER_PORT)]
+        program += [plan.gpu_nodes[0].host, str(TORCH_MASTER_PORT)]
     return [*program, *map(str, SIZES[kind])]
 
 
@@ -444,7 +444,7 @@ def mpirun_command(
     slots: dict[str, int] | None = None,
 ) -> str:
     placement = gpu_placement(plan) if kind in GPU_KINDS else cpu_placement(plan, slots)
-    options = mpirun_network_args(plan.inventory.network, major)
+    options = mpirun_network_args(plan.network, major)
     if kind in PML_REPORTED:
         options += PML_VERBOSE
     if kind == "nccl-tests":
@@ -487,7 +487,7 @@ def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py")
         base.problem = f"mpirun hung for {timeout:.0f} s"
         base.cause = HUNG_CAUSE["gpu" if kind in GPU_KINDS else "cpu"]
         return base
-    expected = plan.inventory.gpu_nodes if kind in GPU_KINDS else plan.nodes
+    expected = plan.gpu_nodes if kind in GPU_KINDS else plan.nodes
     judge = judge_nccl_tests if kind == "nccl-tests" else judge_report
     judged = judge(base, result.exit_code, result.stdout, output, expected)
     pmls = selected_pmls(said) if kind in PML_REPORTED else []

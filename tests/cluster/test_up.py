@@ -314,7 +314,7 @@ def test_every_answer_of_a_node_arrives_whole_however_its_packets_fall(cluster):
     from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.nodes import transport
 
-    plan = ClusterPlan.of(load_inventory(cluster.inventory))
+    plan = ClusterPlan.load(cluster.inventory)
     command = 'printf "%s\\n" "$HOME"; test -e /nonexistent && echo ready || echo missing'
     lost = []
     for _ in range(100):

@@ -235,9 +235,10 @@ def capture(rec: Record, captures: Path) -> None:
     rec.step("capture", True, time.monotonic() - start, files=len(list(captures.iterdir())))
 
 
-def box_inventory(work: Path, carry: Path, gpus: int, args: argparse.Namespace):
-    """This one box as mpicluster's inventory."""
+def box_plan(work: Path, carry: Path, gpus: int, args: argparse.Namespace):
+    """This one box as mpicluster's inventory, planned as `up` plans it."""
     from mpicluster.cluster.inventory import parse_inventory
+    from mpicluster.cluster.plan import ClusterPlan
 
     stack = {
         "install": "source",
@@ -258,20 +259,18 @@ def box_inventory(work: Path, carry: Path, gpus: int, args: argparse.Namespace):
         "stack": stack,
         "sources": {"cache": str(carry / "cache"), "artifacts": str(work / "artifacts")},
     }
-    return parse_inventory(json.dumps(document), source="onebox")
+    return ClusterPlan.of(parse_inventory(json.dumps(document), source="onebox"))
 
 
 def plan_stack(rec: Record, work: Path, carry: Path, facts: dict, gpus: int, args) -> dict | None:
     """The variables `up` would hand the stack_build role for this box."""
-    from mpicluster.cluster.layout import Layout
     from mpicluster.errors import MpiclusterError
     from mpicluster.stack.prepare import prepare
 
     start = time.monotonic()
     try:
-        inventory = box_inventory(work, carry, gpus, args)
-        layout = Layout.of(inventory)
-        planned = prepare(inventory, layout, {"box": facts}, rec.say, offline=True)
+        plan = box_plan(work, carry, gpus, args)
+        planned = prepare(plan, {"box": facts}, rec.say, offline=True)
     except MpiclusterError as exc:
         rec.step("plan", False, time.monotonic() - start, error=str(exc), hint=exc.hint)
         return None
@@ -281,7 +280,7 @@ def plan_stack(rec: Record, work: Path, carry: Path, facts: dict, gpus: int, arg
     extra = {
         **planned.variables,
         "mpicluster_stack_fingerprint": fingerprint,
-        "mpicluster_layout": layout.as_vars(),
+        "mpicluster_layout": plan.layout.as_vars(),
         "stack_build_scratch": str(work / "scratch"),
         "stack_build_jobs": args.jobs,
         "ansible_python_interpreter": sys.executable,

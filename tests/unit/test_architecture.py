@@ -284,3 +284,36 @@ def test_benchmarks_reach_features_only_through_their_faces():
         if room(target) in FEATURES and target != f"mpicluster.{room(target)}"
     ]
     assert wrong == []
+
+
+#: Where an inventory may be read and a plan built: the commands, the room that defines
+#: both, and the local cluster, which writes the inventory it then reads back.
+PLAN_BUILDERS = ("mpicluster.cli", "mpicluster.cluster", "mpicluster.local.cluster")
+INVENTORY_WORDS = re.compile(
+    r"\b(Inventory|load_inventory|parse_inventory|environment_of)\b(?!Error)"
+    r"|ClusterPlan\.(of|load)\b|\._inventory\b|\bplan\.inventory\b"
+)
+
+
+def test_below_the_commands_only_the_plan_is_taken():
+    """A command reads the inventory and builds the ClusterPlan once; every feature takes
+    the plan and none of them sees the inventory, builds a plan of its own or recomputes
+    what the plan holds."""
+    wrong = []
+    for name, path in sorted(MODULES.items()):
+        if name.startswith(PLAN_BUILDERS):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#")[0]
+            if INVENTORY_WORDS.search(code) and not code.lstrip().startswith(('"', "'")):
+                wrong.append(f"{name}:{number}: {line.strip()}")
+    assert wrong == []
+
+
+def test_the_plan_rule_finds_a_feature_that_reads_the_inventory():
+    assert INVENTORY_WORDS.search("    inventory = load_inventory(path)")
+    assert INVENTORY_WORDS.search("def f(inventory: Inventory) -> None:")
+    assert INVENTORY_WORDS.search("    plan = ClusterPlan.of(inventory)")
+    assert INVENTORY_WORDS.search("    return plan.inventory.stack")
+    assert not INVENTORY_WORDS.search("    raise InventoryError(message)")
+    assert not INVENTORY_WORDS.search("    stack = plan.stack")

@@ -8,7 +8,6 @@ import shlex
 from pathlib import Path
 
 from mpicluster.bench import gpu
-from mpicluster.cluster.plan import ClusterPlan
 from tests.unit.test_gpu_captures import said, stdout_of
 
 DATA = Path(__file__).parent / "data"
@@ -43,7 +42,7 @@ def test_the_gpu_command_places_a_rank_per_gpu(tmp_path):
         "nodes:\n  - {name: g1, address: 10.0.0.1, gpus: 2}\n"
         "  - {name: g2, address: 10.0.0.2, gpus: 2}\n"
     )
-    plan = ClusterPlan.of(inventory(tmp_path, text))
+    plan = inventory(tmp_path, text)
     assert gpu.wanted(plan)
     words = shlex.split(gpu.command(plan, "sendrecv_perf", 5))
     assert words[-11:] == [f"{plan.layout.mpi_bin}/sendrecv_perf", *gpu.ARGS]

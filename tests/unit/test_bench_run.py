@@ -5,7 +5,6 @@ once, whatever the names' order ("node10" sorts before "node9")."""
 from __future__ import annotations
 
 from mpicluster.bench import measure, network, run_bench
-from mpicluster.cluster.plan import ClusterPlan
 from tests.unit.test_command_lines import inventory
 
 
@@ -52,7 +51,7 @@ def test_sixteen_nodes_one_slow_is_named_and_every_pair_is_whole(tmp_path, monke
     text = "cluster: big\nnodes:\n" + "".join(
         f"  - {{name: {n}, address: 10.0.0.{i}}}\n" for i, n in enumerate(names, 1)
     )
-    plan = ClusterPlan.of(inventory(tmp_path, text))
+    plan = inventory(tmp_path, text)
     stand_ins(monkeypatch, slow="node10")
     said = []
     report = run_bench(plan, on_progress=said.append)

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from mpicluster import remote
-from mpicluster.cluster.inventory import InventoryError, load_inventory, parse_inventory
+from mpicluster.cluster.inventory import InventoryError, parse_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from tests.shipped import load
 
@@ -243,10 +243,11 @@ def test_scan_finds_what_it_should(tmp_path):
 GOOD = "cluster: test\nssh: {user: alice}\nnodes:\n  - {name: n1, address: 10.0.0.1}\n"
 
 
-def inventory(tmp_path: Path, text: str = GOOD):
+def inventory(tmp_path: Path, text: str = GOOD) -> ClusterPlan:
+    """The plan of `text` written to a file, as a command builds it."""
     path = tmp_path / "inventory.yaml"
     path.write_text(text)
-    return load_inventory(path)
+    return ClusterPlan.load(path)
 
 
 def recorder(bin_dir: Path, name: str, exit_code: int = 0) -> Path:
@@ -317,9 +318,7 @@ def test_prepare_run_command_runs_as_written(tmp_path, marker, monkeypatch):
 
     inv = inventory(tmp_path)
     runs = tmp_path / f"runs {ODD}"
-    run_dir, command = ansible_run.prepare_run(
-        runs, "up", ClusterPlan.of(inv), {"a": 1}, {}, "site.yml"
-    )
+    run_dir, command = ansible_run.prepare_run(runs, "up", inv, {"a": 1}, {}, "site.yml")
     words = shlex.split(command)
     assert words[0] == f"ANSIBLE_CONFIG={run_dir / 'ansible.cfg'}"
     assert words[1:] == [
@@ -355,7 +354,7 @@ def test_run_playbook_cmdline_keeps_the_vars_path(tmp_path, monkeypatch, marker)
     runs = tmp_path / ODD
     with pytest.raises(Stop):
         ansible_run.run_playbook(
-            ClusterPlan.of(inventory(tmp_path)), "site.yml", runs_dir=runs, label="up", extravars={}
+            inventory(tmp_path), "site.yml", runs_dir=runs, label="up", extravars={}
         )
     words = shlex.split(seen["cmdline"])
     assert words[0] == "-e"
@@ -371,7 +370,7 @@ def test_ansible_ssh_args_keep_the_known_hosts_path(tmp_path, marker):
     text = GOOD + f"ssh: {{known_hosts: {json.dumps(str(known))}}}\n"
     text = text.replace("ssh: {user: alice}\n", "")
     inv = inventory(tmp_path, text)
-    words = shlex.split(ansible_run.ssh_args(ClusterPlan.of(inv)))
+    words = shlex.split(ansible_run.ssh_args(inv))
     assert f"UserKnownHostsFile={known}" in words
     assert all(words[i] == "-o" for i in range(0, len(words), 2))
 
@@ -405,7 +404,6 @@ def test_doctor_probe_command():
 
 
 def test_hang_collect_command(tmp_path, monkeypatch, marker):
-    from mpicluster.cluster.layout import Layout
     from mpicluster.nodes import transport
     from mpicluster.run import hang_report as hang
 
@@ -414,9 +412,9 @@ def test_hang_collect_command(tmp_path, monkeypatch, marker):
         transport, "run_everywhere", lambda inv, command, **kw: commands.append(command) or {}
     )
     inv = inventory(tmp_path)
-    lay = Layout.of(inv)
+    lay = inv.layout
     for job in [*hostile(marker), "*"]:
-        hang.collect(ClusterPlan.of(inv), inv.nodes, job, lay)
+        hang.collect(inv, inv.nodes, job, lay)
         assert shlex.split(commands[-1]) == [remote.PYTHON, "-", job, lay.pyspy]
 
 
@@ -690,7 +688,7 @@ def test_node_facts_command(tmp_path, monkeypatch):
     )
     text = GOOD + "stack: {prefix: /opt/odd-prefix.x_y+z@w, cuda_home: /usr/cuda-1.2}\n"
     inv = inventory(tmp_path, text)
-    node_facts.gather(ClusterPlan.of(inv))
+    node_facts.gather(inv)
     assert shlex.split(commands[0]) == [
         remote.PYTHON,
         "-",
@@ -711,7 +709,7 @@ def test_smoke_env_matrix_command(tmp_path, monkeypatch):
 
     monkeypatch.setattr(transport, "run_everywhere", fake)
     inv = inventory(tmp_path)
-    smoke.env_matrix(ClusterPlan.of(inv), smoke.peer_order([n.name for n in inv.nodes]))
+    smoke.env_matrix(inv, smoke.peer_order([n.name for n in inv.nodes]))
     (node,) = inv.nodes
     words = shlex.split(commands[0](node))
     assert words[:2] == [remote.PYTHON, "-"] and len(words) == 3
@@ -729,7 +727,7 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
     )
     inv = inventory(tmp_path, text)
     for kind in ("mpi4py", "horovod", "torch", "nccl-tests", "cuda"):
-        command = smoke.mpirun_command(ClusterPlan.of(inv), 5, "root", kind)
+        command = smoke.mpirun_command(inv, 5, "root", kind)
         words = shlex.split(command)
         assert words[0] == "/opt/a-b.c/current/bin/mpirun"
         assert "--allow-run-as-root" in words
@@ -743,12 +741,12 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
         return transport.RemoteResult(node.name, said, "", 0)
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
-    smoke.run_allreduce(ClusterPlan.of(inv), 12.7, "mpi4py")
+    smoke.run_allreduce(inv, 12.7, "mpi4py")
     assert shlex.split(commands[0])[:2] == ["/opt/a-b.c/current/bin/mpirun", "--version"]
     words = shlex.split(commands[1])
     assert words[:4] == ["timeout", "-k", "10", "12"]
     user = inv.node_ssh(inv.nodes[0]).user
-    assert words[4:] == shlex.split(smoke.mpirun_command(ClusterPlan.of(inv), 5, user))
+    assert words[4:] == shlex.split(smoke.mpirun_command(inv, 5, user))
 
     # a failed allreduce asks every node's mpirun: two builds are named with their nodes
     said = {"n1": "mpirun (Open MPI) 4.1.4", "n2.example-x": "mpirun (Open MPI) 5.0.7"}
@@ -758,7 +756,7 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
         return {n: transport.RemoteResult(n, said[n], "", 0) for n in said}
 
     monkeypatch.setattr(transport, "run_everywhere", fake_everywhere)
-    mixed = smoke.mixed_mpi(ClusterPlan.of(inv))
+    mixed = smoke.mixed_mpi(inv)
     assert shlex.split(commands[-1]) == ["/opt/a-b.c/current/bin/mpirun", "--version"]
     assert "(n1: Open MPI 4.1.4; n2.example-x: Open MPI 5.0.7)" in mixed
 
@@ -773,7 +771,7 @@ def test_bench_commands_split_back(tmp_path, monkeypatch):
         "cluster: test\nnetwork: {interface: 'eth0.1@x_y-z'}\nstack: {prefix: /opt/a-b.c}\n"
         "nodes:\n  - {name: n1, address: 10.0.0.1}\n  - {name: n2.example-x}\n"
     )
-    plan = ClusterPlan.of(inventory(tmp_path, text))
+    plan = inventory(tmp_path, text)
     spec = {"mode": "pairs", "rounds": [[[0, 1]]], "note": 'it\'s "quoted" $(x) `y`'}
     commands = []
 
@@ -807,15 +805,15 @@ def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):
         "  - {name: b, address: 10.0.0.2, slots: 1}\n  - {name: c, address: 10.0.0.3}\n"
     )
     inv = inventory(tmp_path, text)
-    assert smoke.cpu_placement(ClusterPlan.of(inv), {"a": 64, "b": 1, "c": 8}) == [
+    assert smoke.cpu_placement(inv, {"a": 64, "b": 1, "c": 8}) == [
         "--host",
         "a:2,b:1,c:2",
         "-np",
         "5",
     ]
     # the hostfile unread: the inventory's slots, else one rank
-    assert smoke.cpu_placement(ClusterPlan.of(inv)) == ["--host", "a:2,b:1,c:1", "-np", "4"]
-    assert "--map-by" not in smoke.cpu_placement(ClusterPlan.of(inv))
+    assert smoke.cpu_placement(inv) == ["--host", "a:2,b:1,c:1", "-np", "4"]
+    assert "--map-by" not in smoke.cpu_placement(inv)
 
 
 def test_slurm_commands_split_back(tmp_path, monkeypatch):
@@ -832,7 +830,7 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
         "nodes:\n  - {name: n1, address: 10.0.0.1}\n  - {name: n2.example-x}\n"
     )
     inv = inventory(tmp_path, text)
-    srun = shlex.split(slurm_smoke.pmix_command(ClusterPlan.of(inv)))
+    srun = shlex.split(slurm_smoke.pmix_command(inv))
     assert srun[:5] == ["srun", "-N2", "--ntasks-per-node=1", "-t", "5"]
     assert srun[6:8] == ["/opt/a-b.c/current/venv/bin/python", "/etc/mpicluster/smoke/allreduce.py"]
     commands = []
@@ -862,16 +860,16 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     monkeypatch.setattr(transport, "run_everywhere", fake_everywhere)
-    step = slurm_smoke.sbatch_step(ClusterPlan.of(inv), inv.nodes[0])
+    step = slurm_smoke.sbatch_step(inv, inv.nodes[0])
     assert step.ok, step
     words = shlex.split(commands[0])
     assert words[:3] == ["timeout", "-k", "5"]
-    assert words[words.index("--wrap") + 1] == slurm_smoke.pmix_command(ClusterPlan.of(inv))
+    assert words[words.index("--wrap") + 1] == slurm_smoke.pmix_command(inv)
     commands.clear()
-    facts = slurm_facts.gather(ClusterPlan.of(inv))
+    facts = slurm_facts.gather(inv)
     assert facts.launch_ok, facts
     launch = next(c for c in commands if "srun" in c)
-    assert shlex.split(launch)[4:] == shlex.split(slurm_smoke.pmix_now(ClusterPlan.of(inv)))
+    assert shlex.split(launch)[4:] == shlex.split(slurm_smoke.pmix_now(inv))
     assert slurm_facts.NODE_COMMAND in commands
 
 
@@ -955,9 +953,7 @@ def test_sync_tree_through_rsync_and_ssh(tmp_path, monkeypatch, marker):
     for value in ["mpicluster-run/a b", f"$(touch {marker})", 'it\'s "q" `x` *']:
         destination = sync.destination_for(source, value)
         with pytest.raises(Exception, match="--sync to n1 failed"):
-            sync.sync_tree(
-                ClusterPlan.of(inv), source, destination, inv.nodes[0], [], lambda m: None
-            )
+            sync.sync_tree(inv, source, destination, inv.nodes[0], [], lambda m: None)
         argv = calls_of(ssh_calls)[-1]
         assert argv[argv.index("-i") + 1] == str(key)
         assert f"UserKnownHostsFile={known}" in argv
@@ -1036,7 +1032,7 @@ def test_bench_gpu_commands_split_back(tmp_path, monkeypatch):
         "stack: {prefix: /opt/a-b.c, install: source}\n"
         "nodes:\n  - {name: n1, address: 10.0.0.1, gpus: 2}\n  - {name: n2.example-x, gpus: 1}\n"
     )
-    plan = ClusterPlan.of(inventory(tmp_path, text))
+    plan = inventory(tmp_path, text)
     commands = []
 
     def fake_run_on(plan, node, command, **kw):
@@ -1143,7 +1139,6 @@ def test_setup_runs_the_command_and_folder_intact(tmp_path, marker):
 def test_collect_brings_back_a_hostile_path_through_rsync(tmp_path, monkeypatch, marker):
     """--collect end to end here: the real rsync both ends, a stand-in ssh that runs the
     far end's command in a stand-in home; a file of a hostile name comes back whole."""
-    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.run import collect as collecting
 
     if shutil.which("rsync") is None:
@@ -1164,7 +1159,7 @@ def test_collect_brings_back_a_hostile_path_through_rsync(tmp_path, monkeypatch,
         tmp_path,
         "cluster: test\nssh: {user: alice}\nnodes:\n  - {name: n1, address: 127.0.0.1}\n",
     )
-    plan = ClusterPlan.of(inv)
+    plan = inv
     for index, value in enumerate(v for v in hostile(marker) if v and "/" not in v):
         if "\n" in value:
             with pytest.raises(collecting.UsageError, match="--collect: not a path"):

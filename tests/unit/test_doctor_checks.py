@@ -12,7 +12,8 @@ import json
 
 from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster.inventory import parse_inventory
-from mpicluster.cluster.layout import BLOCK_BEGIN, BLOCK_END, Layout
+from mpicluster.cluster.layout import BLOCK_BEGIN, BLOCK_END
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor.checks import (
     basics,
     consistency,
@@ -135,7 +136,7 @@ def gathered(text: str | None = None, tweak=None, **fields) -> Gathered:
     if tweak:
         tweak({name: s.facts for name, s in sessions.items()})
     options = Options(checks=("mesh", "ports"), timeout=10)
-    return Gathered(inv, Layout.of(inv), options, sessions, **fields)
+    return Gathered(ClusterPlan.of(inv), options, sessions, **fields)
 
 
 def bad(report) -> set[tuple[str | None, str | None, str]]:

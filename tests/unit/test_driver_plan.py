@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError
 from mpicluster.stack import cuda_compat
 from mpicluster.stack.cuda_compat import needs, refusal, release, torch_cuda
 from mpicluster.stack.prepare import check_drivers
 from mpicluster.stack.wheels import Wheelhouse
+from tests.unit.plans import plan_of
 from tests.unit.test_gpu_path import CUDA_FACTS, GPU_INVENTORY, H100
 from tests.unit.test_torch_build import CUDA_WHEEL, _wheel
 
@@ -99,7 +99,7 @@ def house(tmp_path) -> dict[str, Wheelhouse]:
 
 
 def test_up_refuses_before_building_and_names_every_node(house):
-    inv = parse_inventory(GPU_INVENTORY + "stack: {pytorch: {version: 2.13.0, cuda: true}}\n")
+    inv = plan_of(GPU_INVENTORY + "stack: {pytorch: {version: 2.13.0, cuda: true}}\n")
     old = _facts("550.54.15", "12.4", toolkit="12.4.1")
     with pytest.raises(MpiclusterError) as caught:
         check_drivers(inv, {"g1": old, "g2": old}, house)
@@ -110,9 +110,7 @@ def test_up_refuses_before_building_and_names_every_node(house):
 
 
 def test_without_pytorch_only_the_toolkit_counts_and_absent_gpus_are_not_asked(house):
-    inv = parse_inventory(
-        GPU_INVENTORY + "stack: {pytorch: {enabled: false}, horovod: {enabled: false}}\n"
-    )
+    inv = plan_of(GPU_INVENTORY + "stack: {pytorch: {enabled: false}, horovod: {enabled: false}}\n")
     assert check_drivers(
         inv, {n: _facts("570.86.10", "12.8", "12.9.1") for n in ("g1", "g2")}, house
     ) == [
@@ -120,9 +118,7 @@ def test_without_pytorch_only_the_toolkit_counts_and_absent_gpus_are_not_asked(h
         "12.8: it runs under CUDA's minor version compatibility"
         for n in ("g1", "g2")
     ]
-    absent = parse_inventory(
-        GPU_INVENTORY + "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0']}}\n"
-    )
+    absent = plan_of(GPU_INVENTORY + "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0']}}\n")
     assert check_drivers(absent, {"g1": CUDA_FACTS, "g2": CUDA_FACTS}, house) == []
 
 
@@ -142,9 +138,9 @@ def test_each_pytorch_index_has_its_own_wheelhouse(tmp_path):
 
 
 def test_the_inventory_takes_an_index_url_and_refuses_what_is_not_one():
-    inv = parse_inventory(
+    inv = plan_of(
         GPU_INVENTORY + "stack: {pytorch: {index_url: 'https://download.pytorch.org/whl/cu128'}}\n"
     )
     assert inv.stack.pytorch.index_url.endswith("/cu128")
     with pytest.raises(MpiclusterError, match="not a URL"):
-        parse_inventory(GPU_INVENTORY + "stack: {pytorch: {index_url: 'download.pytorch.org'}}\n")
+        plan_of(GPU_INVENTORY + "stack: {pytorch: {index_url: 'download.pytorch.org'}}\n")

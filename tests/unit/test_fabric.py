@@ -320,10 +320,10 @@ def test_down_port_on_roce_names_its_interface():
 
 
 def test_up_gives_rdma_core_to_the_nodes_that_have_an_rdma_device():
-    from mpicluster.cluster.inventory import parse_inventory
     from mpicluster.up.provision import rdma_host_vars
+    from tests.unit.plans import plan_of
 
-    inv = parse_inventory("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
+    inv = plan_of("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
     facts = {"a": {"rdma": ["mlx5_0", "mlx5_1"]}, "b": {"rdma": []}, "c": {}}
     stack_vars = {"a": {"mpicluster_stack_fingerprint": "f1"}, "b": {"x": 1}}
     merged = rdma_host_vars(inv, facts, stack_vars)
@@ -335,10 +335,10 @@ def test_up_gives_rdma_core_to_the_nodes_that_have_an_rdma_device():
 
 
 def test_up_loads_nvidia_peermem_on_gpu_nodes_with_rdma_where_dmabuf_cannot_do_it():
-    from mpicluster.cluster.inventory import parse_inventory
     from mpicluster.up.provision import peermem_wanted, rdma_host_vars
+    from tests.unit.plans import plan_of
 
-    inv = parse_inventory(
+    inv = plan_of(
         "cluster: t\nnodes:\n  - {name: g1, gpus: 8}\n  - {name: g2, gpus: 8}\n  - {name: cpu}\n"
     )
     old_kernel = {"peermem_available": True, "open_kernel_module": False, "dmabuf_kernel": False}
@@ -357,7 +357,7 @@ def test_up_loads_nvidia_peermem_on_gpu_nodes_with_rdma_where_dmabuf_cannot_do_i
         "g1": {"base_rdma": True, "base_peermem": True},
         "cpu": {"base_rdma": True},
     }
-    built_elsewhere = parse_inventory(
+    built_elsewhere = plan_of(
         "cluster: t\nnodes:\n  - {name: g1, gpus: 8}\n"
         "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0']}}\n"
     )

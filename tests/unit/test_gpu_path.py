@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.local.cluster import render_inventory
 from mpicluster.local.spec import LocalSpec
 from mpicluster.nodes.facts import check_gpus
 from mpicluster.stack import recipe, sources
 from mpicluster.stack.fingerprint import fingerprint, platform_of
+from tests.unit.plans import plan_of
 from tests.unit.test_stack import FACTS
 
 CUDA_FACTS = FACTS | {
@@ -28,7 +28,7 @@ GPU_INVENTORY = "cluster: t\nnodes:\n  - {name: g1, gpus: 8}\n  - {name: g2, gpu
 
 
 def test_a_gpu_inventory_builds_nccl_and_nccl_tests_and_only_funcs_is_part_of_the_build():
-    inv = parse_inventory(GPU_INVENTORY)
+    inv = plan_of(GPU_INVENTORY)
     assert [s.component for s in sources.needed(inv)] == [
         "openmpi",
         "mpi4py",
@@ -37,9 +37,9 @@ def test_a_gpu_inventory_builds_nccl_and_nccl_tests_and_only_funcs_is_part_of_th
         "horovod",
     ]
     assert sources.needed(inv)[3].filename == "nccl-tests-2.19.6.tar.gz"
-    off = parse_inventory(GPU_INVENTORY + "stack: {nccl_tests: {enabled: false}}\n")
+    off = plan_of(GPU_INVENTORY + "stack: {nccl_tests: {enabled: false}}\n")
     assert "nccl_tests" not in [s.component for s in sources.needed(off)]
-    cpu = parse_inventory("cluster: t\nnodes: [{name: a}]\n")
+    cpu = plan_of("cluster: t\nnodes: [{name: a}]\n")
     assert [s.component for s in sources.needed(cpu)] == ["openmpi", "mpi4py", "horovod"]
 
     facts = CUDA_FACTS | {"gpus": H100}
@@ -48,7 +48,7 @@ def test_a_gpu_inventory_builds_nccl_and_nccl_tests_and_only_funcs_is_part_of_th
     fp, document = fingerprint(platform, sources.needed(inv), inv, "w", "r")
     assert "nccl_tests" in document["sources"]
     assert document["options"]["nccl"] == {"only_funcs": None}
-    limited = parse_inventory(GPU_INVENTORY + "stack: {nccl: {only_funcs: 'AllReduce Sum f32'}}\n")
+    limited = plan_of(GPU_INVENTORY + "stack: {nccl: {only_funcs: 'AllReduce Sum f32'}}\n")
     assert fingerprint(platform, sources.needed(limited), limited, "w", "r")[0] != fp
 
 
@@ -59,7 +59,7 @@ def test_nccl_tests_programs_are_named_as_its_makefile_builds_them():
 
 
 def test_gpu_nodes_must_show_their_gpus_before_anything_changes():
-    inv = parse_inventory(GPU_INVENTORY)
+    inv = plan_of(GPU_INVENTORY)
     with pytest.raises(MpiclusterError) as caught:
         check_gpus(inv, {"g1": CUDA_FACTS, "g2": CUDA_FACTS})
     assert caught.value.message == (
@@ -77,15 +77,13 @@ def test_gpu_nodes_must_show_their_gpus_before_anything_changes():
         MpiclusterError, match=r"g1: the inventory says 8 GPU\(s\), nvidia-smi shows 9"
     ):
         check_gpus(inv, {"g1": CUDA_FACTS | {"gpus": more}, "g2": CUDA_FACTS | {"gpus": H100}})
-    absent = parse_inventory(
-        GPU_INVENTORY + "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0']}}\n"
-    )
+    absent = plan_of(GPU_INVENTORY + "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0']}}\n")
     check_gpus(absent, {"g1": CUDA_FACTS, "g2": CUDA_FACTS})  # build-only: no check
 
 
 def test_gpus_not_present_needs_the_architectures_to_build_for():
     with pytest.raises(UsageError) as caught:
-        parse_inventory(GPU_INVENTORY + "stack:\n  gpus_present: false\n")
+        plan_of(GPU_INVENTORY + "stack:\n  gpus_present: false\n")
     (line,) = caught.value.lines()
     assert line.startswith("<inventory>:6: stack.gpus_present: false needs stack.nccl.cuda_archs")
 
@@ -113,12 +111,12 @@ def test_the_local_cuda_inventory_is_valid_and_asks_for_a_build_without_gpus(tmp
         key.chmod(0o600)
     target = tmp_path / "gpu.yaml"
     target.write_text(render_inventory(spec, keys))
-    inv = parse_inventory(target.read_text(), path=target)
+    inv = plan_of(target.read_text(), path=target)
     assert [n.gpus for n in inv.nodes] == [1, 1]
     assert inv.stack.gpus_present is False and inv.stack.cuda_home == "/usr/local/cuda"
     assert inv.stack.nccl.cuda_archs == ["9.0"]
     assert inv.stack.nccl.only_funcs == "AllReduce Sum f32 * *|SendRecv"
-    assert inv.mpi.mca == {"mpi_yield_when_idle": "1"}  # the nodes share the cores
+    assert inv.mpi_env["OMPI_MCA_mpi_yield_when_idle"] == "1"  # the nodes share the cores
     assert inv.stack.horovod.cycle_time_ms == 0.1
     plain = render_inventory(LocalSpec(name="cpu", nodes=2), keys)
     assert "gpus:" not in plain and "cuda_home" not in plain and "gpus_present" not in plain

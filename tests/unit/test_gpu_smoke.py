@@ -314,14 +314,14 @@ ABSENT = GPU_INVENTORY + "stack: {gpus_present: false, nccl: {cuda_archs: ['9.0'
 
 def test_no_gpus_present_means_not_run_and_says_why():
     mpi = AllreduceResult(True, "gpu01")
-    assert smoke.gpu_not_run(ClusterPlan.of(inventory(ABSENT)), mpi) == (
+    assert smoke.gpu_not_run(inventory(ABSENT), mpi) == (
         "stack.gpus_present is false: built for GPUs, none to run on"
     )
     packages = inventory(GPU_INVENTORY + "stack: {install: packages}\n")
     assert "stack.install is packages" in smoke.gpu_not_run(ClusterPlan.of(packages), mpi)
     failed = AllreduceResult(False, "gpu01", problem="mpirun exited 1")
-    assert "MPI allreduce failed" in smoke.gpu_not_run(ClusterPlan.of(inventory()), failed)
-    assert smoke.gpu_not_run(ClusterPlan.of(inventory()), mpi) == ""
+    assert "MPI allreduce failed" in smoke.gpu_not_run(inventory(), failed)
+    assert smoke.gpu_not_run(inventory(), mpi) == ""
 
 
 def test_runs_the_inventory_did_not_build_are_skipped():
@@ -336,7 +336,7 @@ def test_runs_the_inventory_did_not_build_are_skipped():
         GPU_INVENTORY + "stack: {pytorch: {enabled: false}, horovod: {enabled: false}}\n"
     )
     assert "pytorch.enabled is false" in smoke.gpu_skipped(ClusterPlan.of(no_torch), "torch")
-    assert [smoke.gpu_skipped(ClusterPlan.of(inventory()), kind) for kind in smoke.GPU_KINDS] == [
+    assert [smoke.gpu_skipped(inventory(), kind) for kind in smoke.GPU_KINDS] == [
         "",
         "",
         "",

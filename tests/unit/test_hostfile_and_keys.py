@@ -7,11 +7,10 @@ import stat
 import pytest
 
 from mpicluster.cluster import hostfiles as hostfile
-from mpicluster.cluster.inventory import parse_inventory
-from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import UsageError
+from tests.unit.plans import plan_of
 
-INV = parse_inventory(
+INV = plan_of(
     "cluster: t\nnodes:\n  - {name: g1, gpus: 8}\n  - {name: g2, gpus: 8, slots: 4}\n"
     "  - {name: c1}\n"
 )
@@ -44,11 +43,10 @@ def test_the_env_file_exports_what_etc_environment_gets(tmp_path):
     interface settings; what it had stays behind them."""
     import subprocess
 
-    from mpicluster.cluster.layout import Layout
     from mpicluster.cluster.mpi_settings import mpi_environment
 
-    inv = parse_inventory("cluster: t\nnetwork: {interface: eth1}\nnodes: [{name: a}]\n")
-    script = Layout.of(inv).shell_exports(mpi_environment(inv.network))
+    inv = plan_of("cluster: t\nnetwork: {interface: eth1}\nnodes: [{name: a}]\n")
+    script = inv.layout.shell_exports(mpi_environment(inv.network))
     (tmp_path / "env").write_text(script)
     shown = subprocess.run(
         [
@@ -86,9 +84,7 @@ def test_generated_ansible_inputs_check_host_keys(tmp_path, monkeypatch):
     from mpicluster.nodes.ansible_run import prepare_run
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path))
-    run_dir, command = prepare_run(
-        tmp_path / "runs", "t", ClusterPlan.of(INV), {"x": 1}, {}, "site.yml"
-    )
+    run_dir, command = prepare_run(tmp_path / "runs", "t", INV, {"x": 1}, {}, "site.yml")
     cfg = (run_dir / "ansible.cfg").read_text()
     assert "host_key_checking = True" in cfg
     assert "StrictHostKeyChecking=yes" in cfg

@@ -6,7 +6,6 @@ import subprocess
 
 import pytest
 
-from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.run import job
 from mpicluster.run.launch import (
@@ -18,8 +17,9 @@ from mpicluster.run.launch import (
     parse_env_file,
     program_argv,
 )
+from tests.unit.plans import plan_of
 
-INVENTORY = parse_inventory(
+INVENTORY = plan_of(
     "cluster: t\nnetwork: {interface: eth1}\n"
     "nodes:\n  - {name: node1, slots: 2}\n  - {name: node2, slots: 2}\n"
     "  - {name: node3, slots: 2}\n"
@@ -53,7 +53,7 @@ def test_default_is_every_slot_placed_by_slot_with_tagged_output():
     four = build(INVENTORY, RunOptions(program=("a",)), HeadFacts(HEAD.slots, 4, 1, "root"), {})
     assert "--tag-output" in four.argv and "--allow-run-as-root" in four.argv
     # the distribution's Open MPI: its own default prefix (/usr), the same on every node
-    packages = parse_inventory(
+    packages = plan_of(
         "cluster: t\nstack: {install: packages}\nnodes:\n  - {name: node1, slots: 2}\n"
     )
     apt = build(packages, RunOptions(program=("a",)), HeadFacts({"node1": 2}, 4, 1, "u"), {})
@@ -253,7 +253,7 @@ def test_output_lines_are_reassembled_from_tagged_chunks_and_each_ranks_tail_kep
     ]
 
 
-SLURM = parse_inventory(
+SLURM = plan_of(
     "cluster: t\nnetwork: {interface: eth1}\nscheduler: {type: slurm}\n"
     "nodes:\n  - {name: node1, slots: 2}\n  - {name: node2, slots: 2}\n"
     "  - {name: node3, slots: 2}\n"

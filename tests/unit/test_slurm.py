@@ -8,18 +8,18 @@ import json
 import pytest
 
 from mpicluster import slurm
-from mpicluster.cluster.inventory import InventoryError, parse_inventory
-from mpicluster.cluster.layout import Layout
+from mpicluster.cluster.inventory import InventoryError
 from mpicluster.doctor.checks import slurm as slurm_check
 from mpicluster.errors import MpiclusterError
 from mpicluster.slurm import smoke as slurm_smoke
 from mpicluster.slurm.facts import SlurmFacts, SlurmNode, parse_node, parse_node_lines
+from tests.unit.plans import plan_of
 
 NODES = "nodes: [{name: a, address: 10.0.0.1, gpus: 2}, {name: b, address: 10.0.0.2}]\n"
 
 
 def inv(scheduler: str, extra: str = ""):
-    return parse_inventory(f"cluster: c\n{NODES}{extra}scheduler: {scheduler}\n")
+    return plan_of(f"cluster: c\n{NODES}{extra}scheduler: {scheduler}\n")
 
 
 @pytest.fixture(autouse=True)
@@ -28,10 +28,10 @@ def home(tmp_path, monkeypatch):
 
 
 def test_no_scheduler_means_none_passed_and_nothing_in_the_footprint():
-    plain = parse_inventory(f"cluster: c\n{NODES}")
+    plain = plan_of(f"cluster: c\n{NODES}")
     assert plain.scheduler is None and plain.controller is None and plain.partitions() == []
     assert slurm.scheduler_vars(plain) == {"mpicluster_scheduler": None}
-    paths = {e["path"] for e in Layout.of(plain).footprint("c")}
+    paths = {e["path"] for e in plain.layout.footprint("c")}
     assert slurm.SLURM_CONF not in paths
 
 
@@ -52,7 +52,7 @@ def test_defaults_one_partition_of_every_node_on_the_head():
         }
     ]
     assert given["gres"] == {"a": 2}
-    footprint = Layout.of(cluster).footprint("c")
+    footprint = cluster.layout.footprint("c")
     assert {"path": slurm.SLURM_CONF, "kind": "file"} in footprint
     key = next(e for e in footprint if e["path"] == slurm.MUNGE_KEY)
     assert key["unwatched"]

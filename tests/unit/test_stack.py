@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 
 from mpicluster.cluster import lockfile
-from mpicluster.cluster.inventory import parse_inventory
-from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.lockfile import Debian, LockfileError, Pypi, Url
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.stack import cache as cache_module
 from mpicluster.stack import recipe, sources
+from mpicluster.stack.builds import plan_builds
 from mpicluster.stack.cache import ChecksumMismatch, SourceCache
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
-from mpicluster.stack.plan import plan
 from mpicluster.stack.prepare import _group_spec, nvml_requirements, platforms_unasked
 from mpicluster.stack.wheels import Wheelhouse
+from tests.unit.plans import plan_of
 
 FACTS = {
     "nproc": 2,
@@ -97,7 +96,7 @@ def test_an_unresolvable_version_is_a_structured_error_the_inventory_reports():
     assert caught.value.reason.startswith("no pinned openmpi release in 3.x (pinned: 4.1.4,")
     assert caught.value.message == f"{caught.value.field}: {caught.value.reason}"
     with pytest.raises(UsageError) as bad:
-        parse_inventory("cluster: t\nnodes: [{name: a}]\nstack:\n  openmpi: {version: 4.1.5}\n")
+        plan_of("cluster: t\nnodes: [{name: a}]\nstack:\n  openmpi: {version: 4.1.5}\n")
     assert bad.value.lines() == [
         "<inventory>:4: stack.openmpi.version: openmpi 4.1.5 is not pinned "
         "(pinned: 4.1.4, 4.1.8, 5.0.7, 5.0.8, 5.0.10); give url and sha256 beside it"
@@ -207,9 +206,7 @@ def test_nvcc_gencode_builds_each_present_arch_once_plus_ptx():
 
 
 def _inventory(extra: str = "") -> object:
-    return parse_inventory(
-        "cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n" + extra
-    )
+    return plan_of("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n" + extra)
 
 
 def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
@@ -242,21 +239,21 @@ def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
 
 def _ucx_spec(stack: str, facts: dict) -> dict:
     """The build spec of a one-node GPU cluster whose stack has UCX."""
-    inventory = parse_inventory(
+    inventory = plan_of(
         "cluster: t\nnodes:\n  - {name: a, gpus: 1}\n"
         f"stack: {{ucx: {{enabled: true}}, pytorch: {{enabled: false}}, "
         f"horovod: {{enabled: false}}, {stack}}}\n"
     )
     needed = sources.needed(inventory, ucx=True)
-    (group,) = plan(inventory, {"a": facts}, needed, {"cp311-x86_64": "w"}, "r", Path("/c"))
+    (group,) = plan_builds(inventory, {"a": facts}, needed, {"cp311-x86_64": "w"}, "r", Path("/c"))
     files = {s.component: Path("/f") for s in needed}
     house = Wheelhouse(Path("/w"), (), {})
-    stack_dir = Layout.of(inventory).stack_dir(group.fingerprint)
+    stack_dir = inventory.layout.stack_dir(group.fingerprint)
     return _group_spec(inventory, stack_dir, group, needed, files, house)["ucx"]
 
 
 def test_ucx_beside_a_cuda_aware_open_mpi_is_built_with_cuda():
-    gpus = parse_inventory("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b, gpus: 1}\n")
+    gpus = plan_of("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b, gpus: 1}\n")
     cuda = {"a": FACTS | {"cuda": "13.0", "rdma": ["mlx5_0"]}, "b": FACTS | {"cuda": "13.0"}}
     # "auto" follows the RDMA device, CUDA or not: UCX then carries GPU buffers too
     assert sources.ucx_wanted(gpus, cuda) is True
@@ -277,16 +274,14 @@ def test_ucx_beside_a_cuda_aware_open_mpi_is_built_with_cuda():
 
 
 def test_nvml_header_wheel_follows_the_cuda_release_not_the_rdma_devices():
-    gpus = parse_inventory("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b}\n")
+    gpus = plan_of("cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b}\n")
     thirteen = Platform.for_wheels("3.11", "x86_64", "13.0")
     assert nvml_requirements(gpus, [thirteen]) == ["nvidia-nvml-dev==13.0.*"]
     assert nvml_requirements(gpus, [thirteen, Platform.for_wheels("3.11", "x86_64")]) == [
         "nvidia-nvml-dev==13.0.*"
     ]
     for off in ("ucx: {enabled: false}", "openmpi: {cuda: false}"):
-        inventory = parse_inventory(
-            f"cluster: t\nnodes:\n  - {{name: a, gpus: 1}}\nstack: {{{off}}}\n"
-        )
+        inventory = plan_of(f"cluster: t\nnodes:\n  - {{name: a, gpus: 1}}\nstack: {{{off}}}\n")
         assert nvml_requirements(inventory, [thirteen]) == [], off
     assert nvml_requirements(_inventory(), [thirteen]) == []  # no GPU nodes
     # fetch without the nodes: their CUDA release is needed for GPU inventories only
@@ -317,33 +312,33 @@ def test_plan_builds_once_per_fingerprint_and_skips_what_is_active(tmp_path):
     inv = _inventory()
     needed = sources.needed(inv)
     facts = {"a": FACTS, "b": FACTS, "c": FACTS | {"os": {"id": "ubuntu", "version_id": "24.04"}}}
-    groups = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    groups = plan_builds(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
     assert [(g.nodes, g.builder) for g in groups] == [(["a", "b"], "a"), (["c"], "c")]
 
     done = groups[0].fingerprint
     facts["a"] = FACTS | {"current": {"fingerprint": done}}
     (tmp_path / f"stack-{done}.tar.gz").write_bytes(b"pack")
-    groups = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    groups = plan_builds(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
     assert (groups[0].install, groups[0].builder) == (["b"], None)  # by copy, no build
 
 
 def test_gpu_nodes_without_cuda_are_refused(tmp_path):
-    inv = parse_inventory("cluster: t\nnodes:\n  - {name: g, gpus: 8}\n")
+    inv = plan_of("cluster: t\nnodes:\n  - {name: g, gpus: 8}\n")
     with pytest.raises(UsageError, match="no CUDA toolkit"):
-        plan(inv, {"g": FACTS}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path)
+        plan_builds(inv, {"g": FACTS}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path)
 
 
 def test_a_gcc_version_the_probe_could_not_read_is_refused_not_fingerprinted(tmp_path):
     """Seen on 32 loaded nodes: apt-cache timed out on 30 of them, their gcc read as
     "none", and a second fingerprint sent a warm cluster to build the whole stack."""
-    inv = parse_inventory("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n")
+    inv = plan_of("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n")
     slow = FACTS | {"gcc": None, "gcc_error": "apt-cache policy gcc did not answer: timed out"}
     with pytest.raises(MpiclusterError, match=r"^b: which gcc .*timed out.*nothing was changed"):
-        plan(
+        plan_builds(
             inv, {"a": FACTS, "b": slow}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path
         )
     none = FACTS | {"gcc": None, "gcc_error": None}  # no gcc to be had: a fingerprint of its own
-    groups = plan(
+    groups = plan_builds(
         inv, {"a": FACTS, "b": none}, sources.needed(inv), {"cp311-x86_64": "w"}, "r", tmp_path
     )
     assert len(groups) == 2
@@ -572,7 +567,7 @@ def test_a_node_whose_stack_differs_from_its_manifest_is_installed_again(tmp_pat
     needed = sources.needed(inv)
     facts = {"a": FACTS, "b": FACTS, "c": FACTS}
     (done,) = {
-        g.fingerprint for g in plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+        g.fingerprint for g in plan_builds(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
     }
     damaged = {
         "problems": [{"path": "lib/libmpi.so.40.40.7", "what": "changed", "how": "size"}],
@@ -580,16 +575,16 @@ def test_a_node_whose_stack_differs_from_its_manifest_is_installed_again(tmp_pat
     }
     active = FACTS | {"current": {"fingerprint": done}}
     facts = {"a": active, "b": active | {"current_files": damaged}, "c": active}
-    (group,) = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    (group,) = plan_builds(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
     assert group.install == ["b"]
     assert group.repair == {"b": "lib/libmpi.so.40.40.7 changed (size), 3 more file(s)"}
     assert group.builder == "a"  # no pack in the cache: a packs its intact tree
     (tmp_path / f"stack-{done}.tar.gz").write_bytes(b"pack")
-    (group,) = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    (group,) = plan_builds(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
     assert (group.install, group.builder) == (["b"], None)
     intact = {"problems": [], "counts": {"changed": 0, "missing": 0, "added": 0}}
     facts["b"] = active | {"current_files": intact}
-    (group,) = plan(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
+    (group,) = plan_builds(inv, facts, needed, {"cp311-x86_64": "w"}, "r", tmp_path)
     assert (group.install, group.repair) == ([], {})
 
 

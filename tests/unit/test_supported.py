@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import supported
+from tests.unit.plans import plan_of
 
-SOURCE = parse_inventory("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
-PACKAGES = parse_inventory(
-    "cluster: t\nstack: {install: packages}\nnodes:\n  - {name: a}\n  - {name: b}\n"
-)
+SOURCE = plan_of("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")
+PACKAGES = plan_of("cluster: t\nstack: {install: packages}\nnodes:\n  - {name: a}\n  - {name: b}\n")
 
 
 def facts(system: str, version: str, python: str, *, apt: bool = True, like: str = "") -> dict:
@@ -54,7 +52,7 @@ def test_facts_of_an_older_probe_are_not_refused():
 
 
 def test_slurm_across_two_releases_is_refused_and_one_release_passes():
-    slurm = parse_inventory(
+    slurm = plan_of(
         "cluster: t\nstack: {install: packages}\nscheduler: {type: slurm}\n"
         "nodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n"
     )

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.errors import MpiclusterError
 from mpicluster.stack import recipe, sources, wheels
 from mpicluster.stack.fingerprint import fingerprint, platform_of
 from mpicluster.stack.prepare import torch_spec
 from mpicluster.stack.sources import pip_requirement as torch_requirement
 from mpicluster.stack.wheels import Wheelhouse, torch_wheel
+from tests.unit.plans import plan_of
 from tests.unit.test_gpu_path import CUDA_FACTS, GPU_INVENTORY, H100
 
 CPU_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -60,7 +60,7 @@ def test_the_requirement_names_the_build_and_pip_picks_as_pip_does(house):
 
 
 def _inventory(pytorch: str):
-    return parse_inventory(GPU_INVENTORY + f"stack:\n  pytorch: {pytorch}\n")
+    return plan_of(GPU_INVENTORY + f"stack:\n  pytorch: {pytorch}\n")
 
 
 def test_stack_nccl_replaces_the_wheels_when_it_is_at_least_as_new(house):
@@ -102,7 +102,7 @@ def test_pytorch_options_are_validated_and_enter_the_fingerprint():
     assert "needs a CUDA build" in str(exc.value)
     with pytest.raises(MpiclusterError):
         _inventory("{nccl: system}")
-    alone = parse_inventory(
+    alone = plan_of(
         "cluster: t\nnodes: [{name: a}]\n"
         "stack: {horovod: {enabled: false}, pytorch: {enabled: false}}\n"
     )

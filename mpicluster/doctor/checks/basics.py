@@ -128,7 +128,7 @@ def expected_hostfiles(g: Gathered) -> dict[str, str | None]:
     """The files `up` would write; None where a node's slots cannot be known."""
     cores = {n: int((g.facts(n) or {}).get("nproc") or 1) for n in g.probed}
     try:
-        slots = hostfile.slots(g.inventory, cores)
+        slots = hostfile.slots(g.plan, cores)
     except UsageError:  # a node without slots, GPUs or facts: its slots are unknown
         return dict.fromkeys(hostfile.PATHS)
     return hostfile.rendered(slots)
@@ -178,12 +178,12 @@ def judge_hostfile(g: Gathered, expected: dict, node: str, facts: dict) -> list[
             cluster = data["cluster"]
         except (ValueError, KeyError, TypeError):
             listed, cluster = [], None
-        if cluster != g.inventory.cluster or listed != names:
+        if cluster != g.plan.cluster or listed != names:
             results.append(
                 failed(
                     node,
                     f"{layout.CLUSTER_JSON} describes cluster {cluster!r} with "
-                    f"{', '.join(listed) or 'no nodes'}; the inventory: {g.inventory.cluster!r} "
+                    f"{', '.join(listed) or 'no nodes'}; the inventory: {g.plan.cluster!r} "
                     f"with {', '.join(names)}",
                     f"{UP}: it rewrites {layout.CLUSTER_JSON}",
                 )

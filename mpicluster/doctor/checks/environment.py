@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from mpicluster.cluster import layout
 from mpicluster.cluster.layout import Layout
-from mpicluster.cluster.mpi_settings import environment_of
 from mpicluster.doctor.checks.common import UP, per_node
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
@@ -22,7 +21,7 @@ TITLE = "Non-interactive environment (PATH, LD_LIBRARY_PATH, /etc/environment)"
 
 def check(g: Gathered) -> CheckReport:
     # the MPI settings `up` writes into the block (besides PATH and LD_LIBRARY_PATH)
-    expected = environment_of(g.inventory)
+    expected = dict(g.plan.mpi_env)
     # MPI settings logins get from elsewhere, node by node: one node's differ = a fault
     extra: dict[str, dict[str, str]] = {}
     for node in g.probed:

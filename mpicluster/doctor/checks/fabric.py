@@ -262,7 +262,7 @@ def _judge_nccl_plugin(node: str, fabric: dict, kinds: list[str], gpu_node: bool
 
 def check(g: Gathered) -> CheckReport:
     report = CheckReport(NAME, TITLE, not_checked=g.unprobed)
-    gpu_nodes = {n.name for n in g.inventory.nodes if n.gpus}
+    gpu_nodes = {n.name for n in g.plan.nodes if n.gpus}
     signatures: dict[str, tuple] = {}
     for node in g.probed:
         facts = g.facts(node) or {}

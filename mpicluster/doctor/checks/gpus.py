@@ -16,12 +16,12 @@ TITLE = "GPUs (nvidia-smi, count, driver and CUDA versions, health)"
 
 
 def check(g: Gathered) -> CheckReport:
-    wanted = {n.name: n.gpus for n in g.inventory.nodes if n.gpus}
+    wanted = {n.name: n.gpus for n in g.plan.nodes if n.gpus}
     report = CheckReport(NAME, TITLE, not_checked=[n for n in g.unprobed if n in wanted])
     if not wanted:
         report.results.append(passed(None, "the inventory lists no GPUs: nothing to check"))
         return report
-    if not g.inventory.stack.gpus_present:
+    if not g.plan.stack.gpus_present:
         report.results.append(
             passed(
                 None,

@@ -31,7 +31,7 @@ def node_slots(g: Gathered) -> dict[str, int]:
     """Ranks each node runs at most (its slots; its cores where slots cannot be known)."""
     cores = {n: int((g.facts(n) or {}).get("nproc") or 1) for n in g.probed}
     try:
-        return {n: int(s) for n, s in hostfile.slots(g.inventory, cores).items()}
+        return {n: int(s) for n, s in hostfile.slots(g.plan, cores).items()}
     except UsageError:
         return cores
 

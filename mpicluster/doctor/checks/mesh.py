@@ -113,7 +113,7 @@ def _predicted(g: Gathered, blamed: dict[str, str]) -> list[Result]:
                 g.facts(target) or {},
                 source,
                 target,
-                cluster=g.inventory.cluster,
+                cluster=g.plan.cluster,
                 user=g.sessions[target].ssh.user,
                 source_addresses=addresses,
                 target_address=_address(g, target),
@@ -207,7 +207,7 @@ def _seen_cause(
     addresses = _addresses(g, source)
     if cause == "denied" and dst_facts and addresses:
         return (
-            refusals.from_list_refuses(dst_facts, target, g.inventory.cluster, source, addresses)
+            refusals.from_list_refuses(dst_facts, target, g.plan.cluster, source, addresses)
             or refusals.sshd_refuses(dst_facts, target, user, source, addresses)
             or refusals.strict_modes(dst_facts, target)
         )
@@ -224,7 +224,7 @@ def _seen_cause(
 
 
 def _address(g: Gathered, name: str) -> str | None:
-    node = next(n for n in g.inventory.nodes if n.name == name)
+    node = g.plan.node(name)
     return node.address if node.address and is_ip(node.address) else g.mpi_address(name)
 
 
@@ -270,7 +270,7 @@ def _usual_fix(g: Gathered, cause: str, source: str, target: str, side: str, bot
 
 def _source_setup_fix(g: Gathered, source: str) -> str | None:
     """What `up` sets up on the source and is missing there: the key, the config block."""
-    cluster = g.inventory.cluster
+    cluster = g.plan.cluster
     src = (g.facts(source) or {}).get("ssh") or {}
     if src and not src.get("key"):
         return f"{source} has no cluster key ~/.ssh/mpicluster_{cluster}: {UP}"
@@ -301,7 +301,7 @@ def _host_key_fix(g: Gathered, cause: str, source: str, target: str) -> str:
 
 def _denied_fix(g: Gathered, source: str, target: str) -> str:
     """The target refused the cluster key: its authorized_keys, or a reason sshd's log tells."""
-    cluster = g.inventory.cluster
+    cluster = g.plan.cluster
     dst = (g.facts(target) or {}).get("ssh") or {}
     if dst and not dst.get("authorized"):
         return (

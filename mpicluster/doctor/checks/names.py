@@ -30,7 +30,7 @@ def check(g: Gathered) -> CheckReport:
 
 def expected_addresses(g: Gathered, name: str) -> list[str] | None:
     """The addresses `name` may resolve to: the inventory's, else the node's own."""
-    node = next(n for n in g.inventory.nodes if n.name == name)
+    node = g.plan.node(name)
     if node.address and is_ip(node.address):
         return [node.address]
     facts = g.facts(name)

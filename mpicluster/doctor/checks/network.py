@@ -85,7 +85,7 @@ def _blame(g: Gathered, node: str, direction: str, tried, failures) -> Result:
     into = [(s, t) for s, t in tried if t == node and (s, t) in failures]
     out = [(s, t) for s, t in tried if s == node and (s, t) in failures]
     sample = g.tcp_pairs[(out if direction == "out" or not into else into)[0]]
-    cidr = g.inventory.network.cidr or "the cluster's network"
+    cidr = g.plan.network.cidr or "the cluster's network"
     if direction == "in":
         what = (
             f"TCP into {_endpoint(g, node)} fails from all {plural(len(into), 'peer')} "
@@ -143,7 +143,7 @@ def _mtu(g: Gathered, node: str) -> tuple[str, int] | None:
 
 
 def judge(g: Gathered, node: str, facts: dict) -> list[Result]:
-    network = g.inventory.network
+    network = g.plan.network
     interfaces = facts.get("interfaces") or {}
     results: list[Result] = []
     chosen: str | None = None
@@ -198,7 +198,7 @@ def judge(g: Gathered, node: str, facts: dict) -> list[Result]:
                 f"set network.cidr (or network.interface) in the inventory, then {UP}",
             )
         )
-    results.extend(_neighbour_table(node, facts.get("neighbour"), len(g.inventory.nodes)))
+    results.extend(_neighbour_table(node, facts.get("neighbour"), len(g.plan.nodes)))
     if not results:
         text = (
             f"MPI network {chosen} ({', '.join(interfaces[chosen]['addresses'])})"

@@ -7,7 +7,6 @@ The probe reads it (remote/rankenv.py)."""
 from __future__ import annotations
 
 from mpicluster.cluster.layout import Layout
-from mpicluster.cluster.mpi_settings import environment_of
 from mpicluster.doctor.checks.common import UP, majority, set_at
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
@@ -40,7 +39,7 @@ EFFECT = {
 
 def check(g: Gathered) -> CheckReport:
     report = CheckReport(NAME, TITLE, not_checked=list(g.unprobed))
-    expected = environment_of(g.inventory)
+    expected = dict(g.plan.mpi_env)
     facts = {n: g.facts(n) or {} for n in g.probed}
     facts = {n: f for n, f in facts.items() if f.get("rank_env")}
     tuning = {n: _tuning(f["rank_env"], expected) for n, f in facts.items()}

@@ -33,7 +33,7 @@ def start_fix(node: str, daemon: str) -> str:
 
 def check(g: Gathered) -> CheckReport:
     report = CheckReport(NAME, TITLE)
-    if g.inventory.scheduler is None:
+    if g.plan.scheduler is None:
         report.results.append(passed(None, "no scheduler in the inventory: nothing to check"))
         return report
     facts = g.slurm

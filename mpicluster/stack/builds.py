@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpicluster.cluster.inventory import Inventory
 from mpicluster.cluster.lockfile import Source
+from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
 
@@ -38,8 +38,8 @@ def artifact_path(artifacts: Path, fp: str) -> Path:
     return artifacts / f"stack-{fp}.tar.gz"
 
 
-def plan(
-    inventory: Inventory,
+def plan_builds(
+    plan: ClusterPlan,
     facts: dict[str, dict[str, Any]],
     sources: list[Source],
     wheel_digests: dict[str, str],
@@ -47,12 +47,12 @@ def plan(
     artifacts: Path,
 ) -> list[Group]:
     groups: dict[str, Group] = {}
-    for node in inventory.nodes:
+    for node in plan.nodes:
         node_facts = facts[node.name]
         if node.gpus and not node_facts.get("cuda"):
             raise UsageError(
                 f"{node.name}: the inventory says {node.gpus} GPU(s) but there is no CUDA "
-                f"toolkit at {inventory.stack.cuda_home}",
+                f"toolkit at {plan.stack.cuda_home}",
                 hint="install CUDA there, or set stack.cuda_home",
             )
         if node_facts.get("gcc_error"):
@@ -62,9 +62,9 @@ def plan(
                 "nothing was changed",
                 hint="run this again (a node under heavy load answers slowly)",
             )
-        platform = platform_of(node_facts, inventory, node.gpus)
+        platform = platform_of(node_facts, plan, node.gpus)
         fp, document = fingerprint(
-            platform, sources, inventory, wheel_digests[platform.wheel_target], recipe
+            platform, sources, plan, wheel_digests[platform.wheel_target], recipe
         )
         group = groups.setdefault(fp, Group(fp, platform, document, []))
         group.nodes.append(node.name)
