@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlparse
 import yaml
 
 from mpicluster.errors import MpiclusterError, UsageError
-from mpicluster.util.paths import package_data
+from mpicluster.util.paths import data_path
 
 COMPONENTS = ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod")
 #: The components whose build applies the lockfile's patches (stack_build's horovod.yml).
@@ -99,7 +99,7 @@ class Patch:
 
     @property
     def path(self) -> Path:
-        return package_data(f"patches/{self.file}")
+        return data_path(f"patches/{self.file}")
 
     def verified(self) -> Path:
         """The patch file, after checking it is the one the lockfile pins."""
@@ -153,7 +153,7 @@ class Source:
 
 @cache
 def lockfile() -> dict[str, Any]:
-    return yaml.safe_load(package_data("stack.lock.yaml").read_text())
+    return yaml.safe_load(data_path("stack.lock.yaml").read_text())
 
 
 def releases(component: str) -> dict[str, Source]:

@@ -193,7 +193,7 @@ def ansible_cfg(plan: ClusterPlan, playbooks: Path) -> str:
 # Written by mpicluster for this run.
 [defaults]
 roles_path = {playbooks / "roles"}
-library = {playbooks / "library"}
+library = {remote.MODULES}
 module_utils = {remote.MODULE_UTILS}
 host_key_checking = True
 forks = {forks}

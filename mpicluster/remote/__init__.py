@@ -7,8 +7,10 @@ use plain idioms that old Pythons accept. They reach a node one of two ways:
   mpilaunch.py, procinfo.py);
 - copied by the hostfiles role into /etc/mpicluster/smoke (`SMOKE`), where `mpirun`
   starts them on every rank.
-module_utils/ holds code Ansible modules import (`ansible.module_utils.NAME`) and the
-control machine imports too, so both sides parse the same way.
+plugins/ is the Ansible side, laid out as a collection lays it out: plugins/modules/
+holds the modules the roles call, plugins/module_utils/ the code they import
+(`ansible.module_utils.NAME`), which the probes here and the control machine import too,
+so every side parses the same way.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: Programs the smoke test runs with mpirun (installed on every node).
 SMOKE = HERE / "smoke"
-#: Ansible's module_utils folder for playbooks/library.
-MODULE_UTILS = HERE / "module_utils"
+#: The Ansible side: the modules the roles call, and the module_utils they import.
+PLUGINS = HERE / "plugins"
+MODULES = PLUGINS / "modules"
+MODULE_UTILS = PLUGINS / "module_utils"
 #: Helper modules a shipped program may import (here, or in module_utils/).
 LIBRARIES = (
     "nodeinfo",

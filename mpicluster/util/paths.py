@@ -27,16 +27,13 @@ def display_path(path: Path) -> str:
 
 
 def data_path(name: str) -> Path:
-    """A file or folder shipped with mpicluster (playbooks, Vagrantfile).
+    """A file or folder shipped with mpicluster, all in one folder: mpicluster/data.
 
-    In a wheel they live in mpicluster/_data; in a source checkout, at the top level.
+    The lockfile and the patches live there in the source tree too; the playbooks, the
+    templates and the Vagrantfile sit at the top of a source checkout, where users read
+    them, and a wheel carries them into mpicluster/data (pyproject.toml).
     """
-    for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent / name):
+    for candidate in (_PACKAGE / "data" / name, _PACKAGE.parent / name):
         if candidate.exists():
             return candidate
     raise FileNotFoundError(f"mpicluster data file {name!r} is missing from this installation")
-
-
-def package_data(name: str) -> Path:
-    """A file in mpicluster/data (lockfile and the like), part of the package itself."""
-    return _PACKAGE / "data" / name

@@ -81,7 +81,8 @@ def test_nccl_role_builds_from_the_cache(tmp_path):
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(REPO / "playbooks" / "roles"),
-        "ANSIBLE_LIBRARY": str(REPO / "playbooks" / "library"),
+        "ANSIBLE_LIBRARY": str(REPO / "mpicluster/remote/plugins/modules"),
+        "ANSIBLE_MODULE_UTILS": str(REPO / "mpicluster/remote/plugins/module_utils"),
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     }
 

@@ -203,7 +203,7 @@ def node_facts(rec: Record, captures: Path, cuda_home: str, prefix: str) -> dict
     module_utils beside it."""
     start = time.monotonic()
     remote = REPO / "mpicluster" / "remote"
-    env = {**os.environ, "PYTHONPATH": str(remote / "module_utils")}
+    env = {**os.environ, "PYTHONPATH": str(remote / "plugins" / "module_utils")}
     code, out = sh(
         [sys.executable, str(remote / "nodeinfo.py"), prefix, cuda_home], timeout=90, env=env
     )
@@ -329,7 +329,8 @@ class Lanes:
         self.env = {
             **os.environ,
             "ANSIBLE_ROLES_PATH": str(REPO / "playbooks" / "roles"),
-            "ANSIBLE_LIBRARY": str(REPO / "playbooks" / "library"),
+            "ANSIBLE_LIBRARY": str(REPO / "mpicluster/remote/plugins/modules"),
+            "ANSIBLE_MODULE_UTILS": str(REPO / "mpicluster/remote/plugins/module_utils"),
             "ANSIBLE_LOCALHOST_WARNING": "false",
             "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
             "ANSIBLE_NOCOLOR": "1",

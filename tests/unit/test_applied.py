@@ -11,7 +11,7 @@ import pytest
 from mpicluster import remote
 from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.remote.module_utils import mpicluster_applied as record_code
+from mpicluster.remote.plugins.module_utils import mpicluster_applied as record_code
 from mpicluster.up import applied
 
 BEGIN, END = "# BEGIN mine", "# END mine"

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def load_module():
-    path = REPO / "playbooks" / "library" / "mpicluster_cluster_packages.py"
+    path = REPO / "mpicluster" / "remote" / "plugins" / "modules" / "mpicluster_cluster_packages.py"
     spec = importlib.util.spec_from_file_location("mpicluster_cluster_packages", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

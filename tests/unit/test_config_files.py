@@ -16,7 +16,7 @@ from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.up.provision import config_files
 
-MODULE = Path(__file__).resolve().parents[2] / "playbooks" / "library" / "mpicluster_files.py"
+MODULE = remote.MODULES / "mpicluster_files.py"
 
 
 def run_module(args: dict, tmp_path: Path) -> dict:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.remote.module_utils import mpicluster_envblock as env
+from mpicluster import remote
+from mpicluster.remote.plugins.module_utils import mpicluster_envblock as env
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _module(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "playbooks/library" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, remote.MODULES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

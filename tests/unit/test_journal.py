@@ -12,7 +12,7 @@ import pytest
 
 from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.cluster.layout import BLOCK_BEGIN, BLOCK_END, Layout
-from mpicluster.remote.module_utils import mpicluster_journal as journal
+from mpicluster.remote.plugins.module_utils import mpicluster_journal as journal
 
 ROLES = Path(__file__).resolve().parents[2] / "playbooks" / "roles"
 BLOCK = f"{BLOCK_BEGIN}\nPATH=/opt/x/bin\n{BLOCK_END}\n"

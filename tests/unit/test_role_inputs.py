@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mpicluster import remote
 from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.plan import ClusterPlan
@@ -82,7 +83,7 @@ def test_what_python_passes_is_what_the_roles_declare(extravars):
 def test_each_role_declares_every_input_it_reads():
     for role, names in declared().items():
         text = "\n".join(p.read_text() for p in (ROLES / role).rglob("*") if p.is_file())
-        modules = {p.stem for p in (ROLES.parent / "library").glob("*.py")}
+        modules = {p.stem for p in remote.MODULES.glob("*.py")}
         read = set(re.findall(r"\b(mpicluster_[a-z_]+)\b", text)) - modules
         assert read == names, role
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mpicluster import slurm
+from mpicluster import remote, slurm
 from mpicluster.cluster.inventory import InventoryError
 from mpicluster.doctor.checks import slurm as slurm_check
 from mpicluster.errors import MpiclusterError
@@ -225,9 +225,7 @@ def test_the_packages_bookkeeping_files_come_back_as_they_were(tmp_path, monkeyp
     given back byte for byte with their mode; one made since is removed."""
     import importlib.util
 
-    from mpicluster.util.paths import data_path
-
-    path = data_path("playbooks") / "library" / "mpicluster_packages.py"
+    path = remote.MODULES / "mpicluster_packages.py"
     spec = importlib.util.spec_from_file_location("mpicluster_packages", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -268,9 +266,7 @@ def test_the_packages_are_installed_by_the_names_the_nodes_apt_offers():
     """(The renamed library on a real Debian 13 node: tests/cluster/test_releases.py.)"""
     import importlib.util
 
-    from mpicluster.util.paths import data_path
-
-    path = data_path("playbooks") / "library" / "mpicluster_packages.py"
+    path = remote.MODULES / "mpicluster_packages.py"
     spec = importlib.util.spec_from_file_location("mpicluster_packages", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""The stack's manifest (remote/module_utils/mpicluster_stackfiles.py) and doctor's
+"""The stack's manifest (remote/plugins/module_utils/mpicluster_stackfiles.py) and doctor's
 stack check, on real trees in a temporary folder."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mpicluster.doctor.checks import stack_files
-from mpicluster.remote.module_utils import mpicluster_stackfiles as manifest
+from mpicluster.remote.plugins.module_utils import mpicluster_stackfiles as manifest
 
 SITE = "venv/lib/python3.11/site-packages"
 

@@ -13,7 +13,7 @@ from mpicluster.cluster.layout import Layout
 from mpicluster.doctor.checks.common import UP, per_node
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
-from mpicluster.remote.module_utils import mpicluster_envblock as envblock
+from mpicluster.remote.plugins.module_utils import mpicluster_envblock as envblock
 
 NAME = "env"
 TITLE = "Non-interactive environment (PATH, LD_LIBRARY_PATH, /etc/environment)"

@@ -1,5 +1,5 @@
 """The stack's files as `up` installed them: every node's active stack against the
-manifest written when it was built (remote/module_utils/mpicluster_stackfiles.py), like
+manifest written when it was built (remote/plugins/module_utils/mpicluster_stackfiles.py), like
 `rpm -V` for the tree mpicluster built: size, mode, kind and mtime of every file, the
 sha256 of what a launch loads (every file's with `doctor --deep`)."""
 

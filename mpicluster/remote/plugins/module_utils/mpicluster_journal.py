@@ -1,7 +1,7 @@
 """What `up` changes on a node, recorded before the first change, and how `down` takes
 it back. Stdlib only: the mpicluster_journal Ansible module (record, undo) imports it
 on the nodes (ansible.module_utils.mpicluster_journal), the unit tests on the control
-machine (mpicluster.remote.module_utils.mpicluster_journal).
+machine (mpicluster.remote.plugins.module_utils.mpicluster_journal).
 
 The footprint (Layout.footprint on the control machine) lists every path `up` touches and
 how: `block` (a marked block in a file), `line` (one line, found by a pattern), `file` (a

@@ -2,7 +2,7 @@
 """Manage mpicluster's block in /etc/environment (pam_env's file).
 
 How the block is written (and read back by doctor) lives in module_utils
-mpicluster_envblock (mpicluster/remote/module_utils/), which mpicluster's
+mpicluster_envblock (mpicluster/remote/plugins/module_utils/), which mpicluster's
 ansible.cfg puts on Ansible's module_utils path.
 """
 

@@ -3,7 +3,7 @@
 Like `rpm -V`, `debsums` or `spack verify`, for the one tree mpicluster installs: every
 file of a stack (its path, kind, mode, size, mtime and sha256; a link's target) is
 recorded once, on the builder, just before the build is marked complete
-(playbooks/library/mpicluster_stack_manifest). The record lives in the tree itself
+(mpicluster/remote/plugins/modules/mpicluster_stack_manifest). The record lives in the tree itself
 (MANIFEST_NAME, beside FINGERPRINT.json), so the pack carries it to every node, and tar
 keeps mode, size and mtime: the manifest holds on every node as on the builder.
 
@@ -33,7 +33,7 @@ NOT_LISTED = ("FINGERPRINT.json", MANIFEST_NAME)
 #: Written by Python next to a module it imported, not by the build.
 SKIP_DIRS = ("__pycache__",)
 #: Written into the stack's site-packages by `up` after the install: the path of the
-#: cluster's own packages (python.requirements; playbooks/library/mpicluster_cluster_packages).
+#: cluster's own packages (python.requirements; the mpicluster_cluster_packages module).
 CLUSTER_PACKAGES_PTH = "mpicluster-cluster-packages.pth"
 #: What a launch loads, hashed on every check (relative to the stack's root): its
 #: programs, the MPI libraries and their plugins, mpi4py. NCCL and PyTorch are big and

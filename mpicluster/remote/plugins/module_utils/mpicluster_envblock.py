@@ -1,7 +1,7 @@
 """mpicluster's managed block in /etc/environment: how it is read and how it is written.
 
 Shared by the control machine (doctor's env check imports it as
-mpicluster.remote.module_utils.mpicluster_envblock) and the nodes (the
+mpicluster.remote.plugins.module_utils.mpicluster_envblock) and the nodes (the
 mpicluster_environment Ansible module imports it as ansible.module_utils.mpicluster_envblock),
 so both sides read a line the same way. Stdlib only.
 
