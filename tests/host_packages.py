@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 import sysconfig
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.local.host import DOCKER_PROVIDER_PACKAGES, ensure_packages
+from mpicluster.util.errors import MpiclusterError
 
 MULTIARCH = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from mpicluster.bench import gpu, measure, network, schedule, verdict
 from mpicluster.bench.report import BenchReport, PairFigure, SizeFigure
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import UsageError
 from mpicluster.nodes import pairs as pair_plan
+from mpicluster.util.errors import UsageError
 from mpicluster.util.text import message_size
 
 __all__ = ["BenchReport", "run_bench"]

@@ -16,7 +16,7 @@ from mpicluster.cluster import mpirun
 from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
-from mpicluster.verify import (
+from mpicluster.smoke import (
     NCCL_TESTS_OK,
     gpu_placement,
     nccl_tests_exit_meaning,

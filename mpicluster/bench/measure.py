@@ -1,4 +1,4 @@
-"""bench's measurements: the MPI program (remote/smoke/bench_mpi.py, installed by `up`
+"""bench's measurements: the MPI program (remote/rank_programs/bench_mpi.py, installed by `up`
 with the smoke test's programs) started from the head node with the stack's own
 mpirun, one rank per node, in the inventory's order: rank i is node i."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import shlex
 
-from mpicluster import exitcodes
 from mpicluster.cluster import layout, mpirun
 from mpicluster.cluster.mpi_settings import mpirun_network_args
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import head_mpi, transport
+from mpicluster.util import exitcodes
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.text import json_line, last_line
 
 PROGRAM = "bench_mpi.py"

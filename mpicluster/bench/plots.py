@@ -19,7 +19,7 @@ import json
 import math
 from pathlib import Path
 
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 from mpicluster.util.files import write_atomic
 from mpicluster.util.text import message_size
 

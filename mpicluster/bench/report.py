@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mpicluster import exitcodes
 from mpicluster.bench.gpu import GpuFigure
 from mpicluster.bench.history import Comparison
 from mpicluster.bench.verdict import Finding
+from mpicluster.util import exitcodes
 
 SCHEMA = 1
 

@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import __version__, exitcodes
+from mpicluster import __version__
 from mpicluster.cli import bench, cluster, doctor, jobs, local, run
+from mpicluster.util import exitcodes
 
 app = typer.Typer(
     name="mpicluster",

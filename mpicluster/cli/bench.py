@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import exitcodes, render
+from mpicluster import render
 from mpicluster.cli.common import InventoryArg, guarded
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
+from mpicluster.util import exitcodes
 
 CompareOpt = Annotated[
     bool, typer.Option("--compare", help="Show what changed since the last run of this cluster.")

@@ -7,11 +7,12 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import exitcodes, render
+from mpicluster import render
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
 from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display, PlaybookView
+from mpicluster.util import exitcodes
 
 
 def validate(inventory: InventoryArg) -> None:
@@ -118,7 +119,7 @@ def smoke(
     json_output: JsonOpt = False,
 ) -> None:
     """Run the smoke test: node-to-node ssh env matrix and an MPI allreduce across all nodes."""
-    from mpicluster.verify.smoke import run_smoke
+    from mpicluster.smoke.steps import run_smoke
 
     display = Display()
     with guarded(display):
@@ -165,8 +166,8 @@ def hostfile(
 ) -> None:
     """Print a hostfile. Slots: the inventory's, else GPUs, else cores (asked over SSH)."""
     from mpicluster.cluster import hostfiles
-    from mpicluster.errors import UsageError
     from mpicluster.nodes import facts as node_facts
+    from mpicluster.util.errors import UsageError
 
     display = Display()
     with guarded(display):

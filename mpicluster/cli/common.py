@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import exitcodes
 from mpicluster.cluster.inventory import InventoryError
-from mpicluster.errors import MpiclusterError
 from mpicluster.render import Display
+from mpicluster.util import exitcodes
+from mpicluster.util.errors import MpiclusterError
 
 InventoryArg = Annotated[
     Path, typer.Argument(help="Inventory YAML file describing the cluster.", show_default=False)

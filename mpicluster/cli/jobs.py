@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import exitcodes
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import UsageError
 from mpicluster.render import Display
+from mpicluster.util import exitcodes
+from mpicluster.util.errors import UsageError
 
 JobArg = Annotated[
     str, typer.Argument(help="The job's id (`mpicluster jobs` lists them).", show_default=False)

@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import exitcodes, render
+from mpicluster import render
 from mpicluster.cli.common import JsonOpt, guarded
-from mpicluster.errors import MpiclusterError
 from mpicluster.render import Display
+from mpicluster.util import exitcodes
+from mpicluster.util.errors import MpiclusterError
 
 app = typer.Typer(
     help="A local cluster to try mpicluster on: Podman containers (or VMs) driven by Vagrant.",

@@ -11,10 +11,10 @@ import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import UsageError
 from mpicluster.render import Display
 from mpicluster.render.run import LinePrinter, show_hang, show_setup
 from mpicluster.run import JobOutcome, JobRequest, RunOptions, Watchers, inspect_ranks, run_request
+from mpicluster.util.errors import UsageError
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
 
@@ -273,7 +273,7 @@ def _options(
     via: str,
 ) -> RunOptions:
     """The command line's options as the core's RunOptions (--env-file read)."""
-    from mpicluster.run.launch import RunOptions, parse_env_file
+    from mpicluster.run.job_command import RunOptions, parse_env_file
 
     variables = {}
     if env_file is not None:

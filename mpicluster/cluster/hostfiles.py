@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from mpicluster.cluster import layout
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import UsageError
 from mpicluster.util import templates
+from mpicluster.util.errors import UsageError
 
 FORMATS = ("openmpi", "mpich", "horovod", "deepspeed")
 #: Where `up` writes each format on the nodes.

@@ -33,7 +33,7 @@ from mpicluster.cluster.yamlsource import (
     format_loc,
     load_text,
 )
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 
 
 def _check(problem_of):

@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlparse
 
 import yaml
 
-from mpicluster.errors import MpiclusterError, UsageError
+from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.paths import data_path
 
 COMPONENTS = ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod")

@@ -18,7 +18,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mpicluster.errors import MpiclusterError
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.files import write_secret
 from mpicluster.util.paths import state_dir
 

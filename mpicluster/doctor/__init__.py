@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor.model import DoctorReport, Status
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 
 
 def select_checks(wanted: Iterable[str] | None) -> tuple[str, ...]:

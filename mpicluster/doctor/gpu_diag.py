@@ -17,8 +17,8 @@ from typing import Any
 
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
-from mpicluster.errors import UsageError
 from mpicluster.nodes import transport
+from mpicluster.util.errors import UsageError
 
 NAME = "gpu_diag"
 TITLE = "GPU diagnostics (DCGM: dcgmi diag)"

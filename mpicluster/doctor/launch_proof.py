@@ -1,6 +1,6 @@
 """Doctor's proof by launch: MPI started for real once the static checks' facts are in.
 
-The launches go through the probes still running on the nodes (remote/mpilaunch.py):
+The launches go through the probes still running on the nodes (remote/launch_proof_node.py):
 as the MPI user, in the non-interactive login environment mpirun's daemons get, with
 the `mpirun` that environment resolves. In up to four rounds:
 
@@ -45,8 +45,8 @@ PAIR_WORKERS = 8
 RANK_GRACE = 5
 MARK = "MPICLUSTER-LAUNCH "
 
-#: What each rank runs (python -c PROGRAM SECONDS): remote/launch_rank.py.
-PROGRAM = remote.source("launch_rank")
+#: What each rank runs (python -c PROGRAM SECONDS): remote/launch_proof_rank.py.
+PROGRAM = remote.source("launch_proof_rank")
 PROGRAM_FILE = "launch_rank.py"
 
 Progress = Callable[[str], None]
@@ -82,7 +82,7 @@ class Launch:
     @property
     def command(self) -> str:
         """The launch as a shell line, with the ranks' program as its file in mpicluster's
-        source (mpicluster/remote/launch_rank.py) instead of its text."""
+        source (mpicluster/remote/launch_proof_rank.py) instead of its text."""
         return shlex.join([*self.argv[:-4], PROGRAM_FILE, *self.argv[-2:]])
 
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from mpicluster import exitcodes
+from mpicluster.util import exitcodes
 
 SCHEMA = 1
 

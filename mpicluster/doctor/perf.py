@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor.model import CheckReport, failed, passed
-from mpicluster.errors import MpiclusterError
+from mpicluster.util.errors import MpiclusterError
 
 NAME = "perf"
 TITLE = "Quick measurement (ring pairs over MPI, a 256 MiB allreduce)"

@@ -22,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mpicluster import exitcodes, slurm
+from mpicluster import slurm
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir, cluster_lock
-from mpicluster.errors import UsageError
 from mpicluster.nodes import facts as node_facts
 from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.up import UpResult, provision
+from mpicluster.util import exitcodes
+from mpicluster.util.errors import UsageError
 
 Progress = Callable[[str], None]
 

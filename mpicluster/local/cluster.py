@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.local import host, image
 from mpicluster.local.podman import Podman
 from mpicluster.local.spec import NODE_CUDA_HOME, LocalSpec, local_dir
 from mpicluster.local.vagrant import Vagrant
 from mpicluster.nodes import transport
+from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.files import write_atomic
 from mpicluster.util.paths import display_path
 

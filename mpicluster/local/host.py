@@ -8,9 +8,9 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from mpicluster.errors import ToolMissingError, UsageError
 from mpicluster.nodes import arp_table as neighbour
 from mpicluster.util import proc
+from mpicluster.util.errors import ToolMissingError, UsageError
 from mpicluster.util.paths import state_dir
 
 Progress = Callable[[str], None]

@@ -15,8 +15,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from mpicluster.errors import CommandError, ToolMissingError
 from mpicluster.util import proc
+from mpicluster.util.errors import CommandError, ToolMissingError
 from mpicluster.util.paths import state_dir
 
 Progress = Callable[[str], None]
@@ -69,7 +69,7 @@ def recipe_digest(suite: str) -> str:
 def mirror() -> str:
     """The Debian mirror debootstrap fetches from: $MPICLUSTER_DEBIAN_MIRROR, else the one
     this machine's own apt sources use (so a proxy or internal mirror is followed)."""
-    from mpicluster.util.apt_sources import debootstrap_mirror
+    from mpicluster.util.debian_archive import debootstrap_mirror
 
     return debootstrap_mirror()
 

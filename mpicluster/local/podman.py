@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mpicluster.errors import UsageError
 from mpicluster.util import proc
+from mpicluster.util.errors import UsageError
 
 LABEL = "io.mpicluster.network"
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 from mpicluster.util.paths import state_dir
 
 PROVIDERS = ("docker", "libvirt", "virtualbox")

@@ -23,9 +23,10 @@ from typing import Any
 
 import yaml
 
-from mpicluster import exitcodes, remote
+from mpicluster import remote
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import host_keys
+from mpicluster.util import exitcodes
 from mpicluster.util.files import write_atomic
 from mpicluster.util.paths import data_path
 from mpicluster.util.text import last_line, lines_of

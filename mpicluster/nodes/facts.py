@@ -8,11 +8,12 @@ import json
 import shlex
 from typing import Any
 
-from mpicluster import exitcodes, remote
+from mpicluster import remote
 from mpicluster.cluster.layout import APPLIED
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import transport
+from mpicluster.util import exitcodes
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.text import last_line
 
 Facts = dict[str, dict[str, Any]]

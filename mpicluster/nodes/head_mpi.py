@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from mpicluster.cluster import hostfiles, layout
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import mpi_version, transport
 from mpicluster.nodes.mpi_version import MpiVersion
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.text import last_line
 
 _EXIT = "@@mpirun-exit"

@@ -6,7 +6,7 @@ offers), and the source stack's Python (mpi4py, PyTorch's wheels) needs 3.10 or 
 from __future__ import annotations
 
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError
+from mpicluster.util.errors import MpiclusterError
 
 #: The oldest Python the source stack builds for (Debian 12's is 3.11, Ubuntu 22.04's 3.10).
 MIN_PYTHON = (3, 10)

@@ -4,8 +4,8 @@ Every file here runs on a node's own Python (stdlib only, no mpicluster), so the
 use plain idioms that old Pythons accept. They reach a node one of two ways:
 - sent on stdin of `/usr/bin/python3` over the control connection: `script(name)`,
   which also carries the helper modules the program imports (nodeinfo.py,
-  mpilaunch.py, procinfo.py);
-- copied by the hostfiles role into /etc/mpicluster/smoke (`SMOKE`), where `mpirun`
+  launch_proof_node.py, procinfo.py);
+- copied by the hostfiles role into /etc/mpicluster/smoke (`RANK_PROGRAMS`), where `mpirun`
   starts them on every rank.
 plugins/ is the Ansible side, laid out as a collection lays it out: plugins/modules/
 holds the modules the roles call, plugins/module_utils/ the code they import
@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 #: Programs the smoke test runs with mpirun (installed on every node).
-SMOKE = HERE / "smoke"
+RANK_PROGRAMS = HERE / "rank_programs"
 #: The Ansible side: the modules the roles call, and the module_utils they import.
 PLUGINS = HERE / "plugins"
 MODULES = PLUGINS / "modules"
@@ -29,7 +29,7 @@ MODULE_UTILS = PLUGINS / "module_utils"
 #: Helper modules a shipped program may import (here, or in module_utils/).
 LIBRARIES = (
     "nodeinfo",
-    "mpilaunch",
+    "launch_proof_node",
     "accessfacts",
     "fabricfacts",
     "gpuhealth",

@@ -2,7 +2,7 @@
 
 Run as `python3 -c SOURCE COMMAND [JOB]` (stdin stays free: `follow` ends when it
 closes, i.e. when the control machine stops reading). Each job has a folder in
-~/.local/state/mpicluster/jobs/JOB, written by remote/launcher.py: job.json (what
+~/.local/state/mpicluster/jobs/JOB, written by remote/job_runner.py: job.json (what
 was started, when, where), output.log (mpirun's output, every rank's lines tagged),
 pid (the launcher's daemon), exit.json (written last: how it ended) and hang.json
 (where every rank was when it went quiet, with --hang-timeout).

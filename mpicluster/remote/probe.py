@@ -14,7 +14,7 @@ the conversation, one JSON object per line each way:
     control -> node   {"retry": {...}}         (optional) a second try of the pairs
     node -> control   {"kind": "retried", ...} that failed alone, once all nodes are done
     control -> node   {"launch": {...}}        (optional, repeated) mpirun launches of
-    node -> control   {"kind": "launched", ...} the proof by launch (mpilaunch.py)
+    node -> control   {"kind": "launched", ...} the proof by launch (launch_proof_node.py)
     control -> node   end of input             the listener closes, the probe exits
 
 It changes nothing on the node (its launches run MPI programs that print and exit). A
@@ -39,7 +39,7 @@ import fabricfacts
 import gpuhealth
 import loginlimits
 import rankenv
-from mpilaunch import launch
+from launch_proof_node import launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
 
 OUT = threading.Lock()

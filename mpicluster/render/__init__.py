@@ -29,9 +29,9 @@ def show(display: Display, result: Any, *, as_json: bool = False, **options: Any
     from mpicluster.down.teardown import DownResult
     from mpicluster.local.cluster import LocalCluster
     from mpicluster.render import bench, doctor, local, stack, up
+    from mpicluster.smoke.steps import SmokeReport
     from mpicluster.stack.prepare import FetchResult
     from mpicluster.up.provision import UpResult
-    from mpicluster.verify.smoke import SmokeReport
 
     renderers = {
         UpResult: up.show_up,

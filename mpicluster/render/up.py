@@ -8,10 +8,10 @@ from rich.markup import escape
 from mpicluster.down.teardown import DownResult
 from mpicluster.nodes.ansible_run import PlaybookResult
 from mpicluster.render.display import Display, mark, styled
-from mpicluster.slurm.smoke import SlurmSmoke
+from mpicluster.slurm.smoke_steps import SlurmSmoke
+from mpicluster.smoke.steps import AllreduceResult, GpuSmoke, SmokeReport
 from mpicluster.up.provision import UpResult
 from mpicluster.util.text import message_size
-from mpicluster.verify.smoke import AllreduceResult, GpuSmoke, SmokeReport
 
 TITLES = {
     "mpi4py": "MPI allreduce",

@@ -5,7 +5,7 @@ Its face: `run_request(plan, JobRequest, control_env, Watchers)` runs one job fr
 request to its `JobOutcome` (session.py); `inspect_ranks(plan, progress)` reads where the
 ranks of running jobs are."""
 
-from mpicluster.run.launch import RunOptions
+from mpicluster.run.job_command import RunOptions
 from mpicluster.run.session import JobOutcome, JobRequest, Watchers
 from mpicluster.run.session import inspect as inspect_ranks
 from mpicluster.run.session import run as run_request

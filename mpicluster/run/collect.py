@@ -25,9 +25,9 @@ from pathlib import Path
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir
-from mpicluster.errors import ToolMissingError, UsageError
 from mpicluster.nodes.openssh import ssh_argv
 from mpicluster.run.sync import transferred
+from mpicluster.util.errors import ToolMissingError, UsageError
 from mpicluster.util.text import telling_line
 
 TIMEOUT = 3600

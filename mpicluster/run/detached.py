@@ -1,7 +1,7 @@
 """`mpicluster run --detach`, and the commands that follow a detached job: `jobs`,
 `logs`, `stop`, `collect`.
 
-A detached job runs under the launcher's daemon on its head node (remote/launcher.py:
+A detached job runs under the launcher's daemon on its head node (remote/job_runner.py:
 the first node of --hosts, else the inventory's), in a session of its own, so it
 outlives the `run` that started it and this machine. Its folder on the head
 (~/.local/state/mpicluster/jobs/JOB, read by remote/jobs.py) is the job's record:
@@ -30,11 +30,11 @@ from mpicluster import remote
 from mpicluster.cluster import layout
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.nodes import transport
-from mpicluster.run import hang_report, job, launch
+from mpicluster.run import hang_report, job, job_command
 from mpicluster.run.job import JobResult, OnLine, Progress, Streams
-from mpicluster.run.launch import RunOptions
+from mpicluster.run.job_command import RunOptions
+from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.text import telling_line
 
 JOB_ID = re.compile(r"^[0-9a-f]{12}$")
@@ -110,7 +110,7 @@ class DetachedJob:
         return (self.ended or time.time()) - self.started
 
     def node_of(self, rank: int) -> str | None:
-        return launch.node_of(self.placement, rank)
+        return job_command.node_of(self.placement, rank)
 
     def to_dict(self) -> dict:
         data = {k: v for k, v in self.__dict__.items() if k != "hang"}
@@ -143,7 +143,7 @@ def start(
     collect: dict | None = None,
 ) -> DetachedJob:
     """The job started under the head's launcher, detached; returns once it runs."""
-    launch.validate(plan, options, control_env)
+    job_command.validate(plan, options, control_env)
     job_id = job.new_job_id()
     with job.on_head(plan, options) as (head, client):
         planned = job.planned_launch(client, plan, options, control_env, job_id)
@@ -159,7 +159,7 @@ def start(
         }
         folder = {"folder": f"{layout.DETACHED_JOBS}/{job_id}", "record": record}
         if planned.via == "slurm":
-            folder["sbatch"] = launch.allocation(planned.placement)
+            folder["sbatch"] = job_command.allocation(planned.placement)
         detached: dict[str, object] = {"detach": folder}
         if hang_timeout is not None:
             detached["hang"] = {

@@ -2,7 +2,7 @@
 
 The control machine only starts the job and relays it: mpirun runs on the head node
 (the first of the inventory's nodes, or of --hosts) under mpicluster's launcher
-(remote/launcher.py), reached over the inventory's SSH settings, and launches the
+(remote/job_runner.py), reached over the inventory's SSH settings, and launches the
 ranks over the cluster's own trust. Ctrl-C here (or SIGTERM) tells the launcher to
 stop the job; if this machine goes away, the launcher stops it too.
 
@@ -29,11 +29,11 @@ from mpicluster import remote
 from mpicluster.cluster import layout
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import head_mpi, transport
-from mpicluster.run import launch, sync
+from mpicluster.run import job_command, sync
 from mpicluster.run.hang_report import HangReport
-from mpicluster.run.launch import HeadFacts, Launch, RunOptions
+from mpicluster.run.job_command import HeadFacts, Launch, RunOptions
+from mpicluster.util.errors import MpiclusterError
 
 TAIL = 10  # lines kept per rank for the failure report
 STOP_WAIT = 30.0  # how long a stopped job may take to end before the channel is closed
@@ -89,7 +89,7 @@ def head_node(plan: ClusterPlan, options: RunOptions) -> Node:
     """Where mpirun runs: the first node of --hosts, else the inventory's first. srun
     and sbatch run on the job's first node in the inventory's order: Slurm's, where it
     runs a batch job's script (a detached job's folder is there)."""
-    launch.check_hosts(plan, options.hosts)
+    job_command.check_hosts(plan, options.hosts)
     if options.via == "slurm":
         return job_nodes(plan, options)[0]
     if options.hosts:
@@ -163,7 +163,7 @@ def remote_command(
     spec.update(detached or {})
     encoded = base64.b64encode(json.dumps(spec).encode()).decode()
     # not on stdin (remote.script): the launcher's stdin is the control channel
-    line = f"{remote.PYTHON} -c {shlex.quote(remote.source('launcher'))} {encoded}"
+    line = f"{remote.PYTHON} -c {shlex.quote(remote.source('job_runner'))} {encoded}"
     return f"{line} {job_id}" if detached else line
 
 
@@ -291,7 +291,7 @@ def planned_launch(
     """The job's command line on the head, from what the head reports."""
     _, out, _ = transport.run_command(client, facts_command(plan.layout.mpi_bin), 30)
     facts = parse_head_facts(head_node(plan, options).name, out)
-    return launch.build(plan, options, facts, control_env, job_id=job_id)
+    return job_command.build(plan, options, facts, control_env, job_id=job_id)
 
 
 def new_job_id() -> str:
@@ -309,7 +309,7 @@ def run_job(
     dry_run: bool = False,
     hang: HangWatch | None = None,
 ) -> JobResult:
-    launch.validate(plan, options, control_env)
+    job_command.validate(plan, options, control_env)
     started = time.monotonic()
     with on_head(plan, options) as (head, client):
         job_id = "" if dry_run else new_job_id()

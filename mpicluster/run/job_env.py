@@ -25,11 +25,11 @@ from pathlib import Path
 
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.nodes import facts as node_facts
 from mpicluster.nodes import transport
 from mpicluster.run import sync
 from mpicluster.stack import ClusterPackages, job_packages
+from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.text import telling_line
 
 ENVS = ".cache/mpicluster/envs"  # in the MPI user's home on every node

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.run import collect, detached, hang_report, job, job_env, launch, setup_step
+from mpicluster.run import collect, detached, hang_report, job, job_command, job_env, setup_step
 from mpicluster.run.collect import Collected
 from mpicluster.run.detached import DetachedJob
 from mpicluster.run.hang_report import HangReport
 from mpicluster.run.job import HangWatch, JobResult, OnLine, Progress
+from mpicluster.run.job_command import RunOptions
 from mpicluster.run.job_env import JobEnv
-from mpicluster.run.launch import RunOptions
 from mpicluster.run.setup_step import SetupResult
 from mpicluster.run.sync import SyncResult
 
@@ -138,7 +138,7 @@ def _before(
     the job's packages and the setup step; the options the job runs with and its folder."""
     options, cwd = request.options, request.chdir
     outcome = JobOutcome()
-    launch.validate(plan, options, control_env)
+    job_command.validate(plan, options, control_env)
     if request.sync is not None and not request.dry_run:
         outcome.synced = job.sync_nodes(
             plan, options, request.sync, request.sync_to, watchers.progress

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError, ToolMissingError, UsageError
 from mpicluster.nodes import transport
 from mpicluster.nodes.openssh import ssh_argv
+from mpicluster.util.errors import MpiclusterError, ToolMissingError, UsageError
 from mpicluster.util.text import telling_line
 
 IGNORE_FILE = ".mpiclusterignore"

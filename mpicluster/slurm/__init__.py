@@ -20,7 +20,7 @@ from mpicluster.slurm.config import (
 )
 from mpicluster.slurm.facts import SlurmFacts
 from mpicluster.slurm.facts import gather as gather_facts
-from mpicluster.slurm.smoke import RESUME, SlurmSmoke, munge_cause, ready, run_slurm_smoke
+from mpicluster.slurm.smoke_steps import RESUME, SlurmSmoke, munge_cause, ready, run_slurm_smoke
 
 __all__ = [
     "CONF_DIR",

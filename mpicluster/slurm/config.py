@@ -18,7 +18,7 @@ from typing import Any
 from mpicluster.cluster.layout import MUNGE_KEY, SLURM_CONF_DIR, SLURM_CONF_FILES
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir
-from mpicluster.errors import MpiclusterError
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.files import write_secret
 
 CONF_DIR = SLURM_CONF_DIR

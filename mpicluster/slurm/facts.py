@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 from mpicluster.slurm.config import SLURM_CONF
-from mpicluster.slurm.smoke import judge_world, not_ready, parse_sinfo, pmix_now
+from mpicluster.slurm.smoke_steps import judge_world, not_ready, parse_sinfo, pmix_now
 
 DAEMONS = ("munged", "slurmd", "slurmctld")
 #: One round trip per node: key=value lines.

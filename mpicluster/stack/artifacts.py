@@ -12,8 +12,8 @@ import tarfile
 import zlib
 from pathlib import Path
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.stack.cache import file_sha256
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.files import write_atomic
 
 

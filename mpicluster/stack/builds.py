@@ -16,8 +16,8 @@ from typing import Any
 
 from mpicluster.cluster.lockfile import Source
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
+from mpicluster.util.errors import MpiclusterError, UsageError
 
 
 @dataclass

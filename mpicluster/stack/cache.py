@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpicluster.cluster.lockfile import Debian, Origin, Pypi, Source, Url
-from mpicluster.errors import CommandError, MpiclusterError, ToolMissingError
-from mpicluster.util import apt_sources, proc
+from mpicluster.util import debian_archive, proc
+from mpicluster.util.errors import CommandError, MpiclusterError, ToolMissingError
 from mpicluster.util.text import telling_line
 
 Progress = Callable[[str], None]
@@ -200,7 +200,7 @@ class SourceCache:
         the one file the pin names."""
         if shutil.which("apt-get") is None:
             raise FetchFailed("apt-get is not on this machine (it fetches Debian sources)")
-        mirror = apt_sources.debian_mirror()
+        mirror = debian_archive.debian_mirror()
         progress(
             f"Downloading {source.component} {source.version} as Debian source package "
             f"{origin.package}={origin.version} from {mirror.uri}"
@@ -224,7 +224,7 @@ class SourceCache:
             got = _the_file(scratch, source.filename)
             self._place(got, file_sha256(got), source, origin.describe())
 
-    def _private_apt(self, origin: Debian, mirror: apt_sources.Mirror) -> list[str]:
+    def _private_apt(self, origin: Debian, mirror: debian_archive.Mirror) -> list[str]:
         """apt options for a source list of one deb-src line, lists and cache of its own
         (kept under the cache's .apt folder, so the next update is incremental)."""
         state = self.root / ".apt"

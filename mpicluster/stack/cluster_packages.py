@@ -31,11 +31,11 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.stack import wheels
 from mpicluster.stack.cache import sha256_of
 from mpicluster.stack.fingerprint import Platform
 from mpicluster.util import proc
+from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.text import telling_line
 
 Progress = Callable[[str], None]

@@ -17,9 +17,9 @@ from typing import Any
 
 from mpicluster.cluster.lockfile import Source
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import UsageError
 from mpicluster.nodes.facts import release
 from mpicluster.stack.sources import built_on
+from mpicluster.util.errors import UsageError
 from mpicluster.util.paths import data_path
 
 #: The role files that decide what a build produces (not how it is packed or checked).

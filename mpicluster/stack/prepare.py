@@ -13,7 +13,6 @@ from typing import Any
 from mpicluster import __version__
 from mpicluster.cluster.lockfile import Source
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.nodes import facts as node_facts
 from mpicluster.stack import (
     artifacts,
@@ -28,6 +27,7 @@ from mpicluster.stack import (
 from mpicluster.stack.builds import Group, plan_builds
 from mpicluster.stack.cache import CachedFile, SourceCache
 from mpicluster.stack.fingerprint import Platform, platform_of, recipe_digest
+from mpicluster.util.errors import MpiclusterError, UsageError
 
 Progress = Callable[[str], None]
 

@@ -22,11 +22,11 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.stack import cuda_compat
 from mpicluster.stack.cache import sha256_of
 from mpicluster.stack.fingerprint import Platform
 from mpicluster.util import proc
+from mpicluster.util.errors import MpiclusterError
 
 Progress = Callable[[str], None]
 

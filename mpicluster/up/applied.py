@@ -56,7 +56,7 @@ def code_digest() -> str:
     """The playbooks, the templates they render, their modules and the programs they
     install, as one digest: a new mpicluster release runs every task once."""
     hasher = hashlib.sha256(__version__.encode())
-    roots = (data_path("playbooks"), data_path("templates"), remote.PLUGINS, remote.SMOKE)
+    roots = (data_path("playbooks"), data_path("templates"), remote.PLUGINS, remote.RANK_PROGRAMS)
     for root in roots:
         for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
             if "__pycache__" in path.parts:

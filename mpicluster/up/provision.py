@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpicluster import exitcodes, remote, slurm
+from mpicluster import remote, slurm
 from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.cluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR
 from mpicluster.cluster.plan import ClusterPlan
@@ -16,11 +16,11 @@ from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensu
 from mpicluster.nodes import facts as node_facts
 from mpicluster.nodes import supported
 from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
+from mpicluster.smoke import SmokeReport, run_smoke
 from mpicluster.stack import StackPlan, prepare_stack
 from mpicluster.up import applied
-from mpicluster.util import templates
+from mpicluster.util import exitcodes, templates
 from mpicluster.util.paths import data_path
-from mpicluster.verify import SmokeReport, run_smoke
 
 Progress = Callable[[str], None]
 
@@ -167,7 +167,7 @@ def config_files(
         ENV_FILE: plan.layout.shell_exports(dict(plan.mpi_env)),
         CLUSTER_JSON: templates.render("cluster.json.j2", cluster=described),
     }
-    for program in sorted(remote.SMOKE.glob("*.py")):
+    for program in sorted(remote.RANK_PROGRAMS.glob("*.py")):
         texts[f"{SMOKE_DIR}/{program.name}"] = program.read_text(encoding="utf-8")
     return [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpicluster.errors import CommandError, ToolMissingError
+from mpicluster.util.errors import CommandError, ToolMissingError
 
 LineSink = Callable[[str], None]
 

@@ -19,7 +19,7 @@ import json
 import pytest
 
 from mpicluster.cluster.inventory import load_inventory
-from mpicluster.slurm.smoke import judge_world
+from mpicluster.slurm.smoke_steps import judge_world
 from tests.conftest import inventory_with, mpicluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.on_demand, pytest.mark.slurm]

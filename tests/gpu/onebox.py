@@ -264,8 +264,8 @@ def box_plan(work: Path, carry: Path, gpus: int, args: argparse.Namespace):
 
 def plan_stack(rec: Record, work: Path, carry: Path, facts: dict, gpus: int, args) -> dict | None:
     """The variables `up` would hand the stack_build role for this box."""
-    from mpicluster.errors import MpiclusterError
     from mpicluster.stack.prepare import prepare
+    from mpicluster.util.errors import MpiclusterError
 
     start = time.monotonic()
     try:
@@ -443,7 +443,8 @@ def smoke_runs(rec: Record, logs: Path, extra: dict, cuda_home: str) -> dict:
     """The GPU smoke test's programs on this box (kind -> a function that runs and judges
     one, with the smoke test's own judges)."""
     from mpicluster.cluster.layout import CUDA_ALLREDUCE
-    from mpicluster.verify import nccl_tests, smoke
+    from mpicluster.smoke import nccl_tests
+    from mpicluster.smoke import steps as smoke
 
     stack = f"{extra['mpicluster_layout']['stacks']}/{extra['mpicluster_stack_fingerprint']}"
     env = run_env(stack, cuda_home)

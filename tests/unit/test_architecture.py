@@ -67,12 +67,12 @@ def imports_of(name: str) -> set[str]:
 GRAPH = {name: imports_of(name) for name in MODULES}
 
 
-#: The rooms, lowest first. Foundations: util (with the top-level errors and exitcodes),
+#: The rooms, lowest first. Foundations: util (with the errors every room raises),
 #: remote (the programs shipped to nodes), cluster (what the cluster is, decided on the
 #: control machine), nodes (reaching them). Features: one room per command or part.
 #: Above them, render (terminal output) and cli (the commands).
 FOUNDATIONS = ("util", "remote", "cluster", "nodes")
-FEATURES = ("stack", "slurm", "verify", "up", "down", "run", "doctor", "bench", "local")
+FEATURES = ("stack", "slurm", "smoke", "up", "down", "run", "doctor", "bench", "local")
 
 #: room -> the rooms it may import. A feature's imports of another feature name that
 #: feature's package (its face, mpicluster/<room>/__init__.py), never a module inside.
@@ -83,12 +83,12 @@ ROOMS: dict[str, set[str]] = {
     "nodes": {"util", "cluster", "nodes", "remote"},
     "stack": {"util", "cluster", "nodes", "stack"},
     "slurm": {"util", "cluster", "nodes", "slurm"},
-    "verify": {"util", "cluster", "nodes", "remote", "verify", "slurm"},
-    "up": {"util", "cluster", "nodes", "remote", "up", "stack", "slurm", "verify"},
+    "smoke": {"util", "cluster", "nodes", "remote", "smoke", "slurm"},
+    "up": {"util", "cluster", "nodes", "remote", "up", "stack", "slurm", "smoke"},
     "down": {"util", "cluster", "nodes", "down", "up", "slurm"},
     "run": {"util", "cluster", "nodes", "remote", "run", "stack"},
     "doctor": {"util", "cluster", "nodes", "remote", "doctor", "slurm", "bench"},
-    "bench": {"util", "cluster", "nodes", "remote", "bench", "verify"},
+    "bench": {"util", "cluster", "nodes", "remote", "bench", "smoke"},
     "local": {"util", "cluster", "nodes", "local"},
     "render": {"util", "cluster", "nodes", "render", *FEATURES},
     "cli": {"util", "cluster", "nodes", "render", "cli", *FEATURES},
@@ -97,8 +97,8 @@ ROOMS: dict[str, set[str]] = {
 
 def room(name: str) -> str:
     parts = name.split(".")
-    if len(parts) == 1 or parts[1] in ("errors", "exitcodes"):
-        return "util"  # the package itself (its version) and the errors every room raises
+    if len(parts) == 1:
+        return "util"  # the package itself (its version)
     if parts[1] == "__main__":
         return "cli"  # `python -m mpicluster`: the command line's entry point
     return parts[1]

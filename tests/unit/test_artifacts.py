@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.stack import artifacts
+from mpicluster.util.errors import MpiclusterError
 
 
 def pack(path: Path) -> bytes:

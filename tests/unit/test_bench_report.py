@@ -110,7 +110,7 @@ def test_the_report_shows_the_flagged_node_in_its_pictures_and_page(tmp_path):
 
 
 def test_a_report_folder_that_is_a_file_is_refused_before_the_run(tmp_path):
-    from mpicluster.errors import UsageError
+    from mpicluster.util.errors import UsageError
 
     (tmp_path / "f").write_text("")
     with pytest.raises(UsageError, match="not a folder"):

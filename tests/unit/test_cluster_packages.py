@@ -17,9 +17,9 @@ import yaml
 
 from mpicluster.cluster import requirements as lines_of
 from mpicluster.cluster.inventory import InventoryError, load_inventory
-from mpicluster.errors import UsageError
 from mpicluster.stack import cluster_packages, wheels
 from mpicluster.stack.fingerprint import Platform
+from mpicluster.util.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -55,24 +55,24 @@ REGISTRY = {
     "mpicluster.nodes.head_mpi:command": "test_head_facts_command_runs_under_sh",
     "mpicluster.run.job:remote_command": "test_launcher_runs_program_and_env_intact",
     "mpicluster.run.detached:jobs_command": "test_jobs_command_keeps_hostile_words_whole",
-    "mpicluster.remote.launcher:batch_script": "test_batch_script_keeps_hostile_words_whole",
+    "mpicluster.remote.job_runner:batch_script": "test_batch_script_keeps_hostile_words_whole",
     "mpicluster.run.job_env:install_command": "test_job_env_install_runs_paths_and_pins_intact",
     "mpicluster.run.job_env:_look": "test_job_env_install_runs_paths_and_pins_intact",
-    "mpicluster.run.launch:Launch.command": "test_dry_run_command_splits_back",
-    "mpicluster.run.launch:build": "test_torch_wrappers_pass_program_intact",
-    "mpicluster.run.launch:_srun": "test_torch_wrappers_pass_program_intact",
-    "mpicluster.run.launch:torchrun_per_node": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.run.job_command:Launch.command": "test_dry_run_command_splits_back",
+    "mpicluster.run.job_command:build": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.run.job_command:_srun": "test_torch_wrappers_pass_program_intact",
+    "mpicluster.run.job_command:torchrun_per_node": "test_torch_wrappers_pass_program_intact",
     "mpicluster.local.podman:Podman.read_file": "test_local_host_key_reads_are_constant",
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
     "mpicluster.nodes.facts:gather": "test_node_facts_command",
     "mpicluster.remote.relay:remote_command": "test_relay_command_runs_intact_under_sh",
-    "mpicluster.verify.smoke:env_matrix.command": "test_smoke_env_matrix_command",
-    "mpicluster.verify.smoke:mpirun_command": "test_smoke_commands_split_back",
-    "mpicluster.verify.smoke:run_allreduce": "test_smoke_commands_split_back",
-    "mpicluster.verify.smoke:mixed_mpi": "test_smoke_commands_split_back",
-    "mpicluster.slurm.smoke:_ctl": "test_slurm_commands_split_back",
-    "mpicluster.slurm.smoke:pmix_command": "test_slurm_commands_split_back",
-    "mpicluster.slurm.smoke:sbatch_step": "test_slurm_commands_split_back",
+    "mpicluster.smoke.steps:env_matrix.command": "test_smoke_env_matrix_command",
+    "mpicluster.smoke.steps:mpirun_command": "test_smoke_commands_split_back",
+    "mpicluster.smoke.steps:run_allreduce": "test_smoke_commands_split_back",
+    "mpicluster.smoke.steps:mixed_mpi": "test_smoke_commands_split_back",
+    "mpicluster.slurm.smoke_steps:_ctl": "test_slurm_commands_split_back",
+    "mpicluster.slurm.smoke_steps:pmix_command": "test_slurm_commands_split_back",
+    "mpicluster.slurm.smoke_steps:sbatch_step": "test_slurm_commands_split_back",
     "mpicluster.slurm.facts:gather": "test_slurm_commands_split_back",
     "mpicluster.run.sync:fan_out_script": "test_sync_fan_out_script_under_sh",
     "mpicluster.run.sync:sync_tree": "test_sync_tree_through_rsync_and_ssh",
@@ -508,7 +508,7 @@ def test_launcher_runs_program_and_env_intact(tmp_path, monkeypatch, marker):
     """The command `run` sends to the head, run here by /bin/sh: the launcher starts the
     program with every argument and variable exactly as given."""
     from mpicluster.run import job
-    from mpicluster.run.launch import Launch
+    from mpicluster.run.job_command import Launch
 
     monkeypatch.setattr(remote, "PYTHON", sys.executable)
     values = [v for v in hostile(marker) if "\x00" not in v]
@@ -523,7 +523,7 @@ def test_launcher_runs_program_and_env_intact(tmp_path, monkeypatch, marker):
     cwd.mkdir()
     command = job.remote_command(plan, str(cwd))
     words = shlex.split(command)
-    assert words[:3] == [sys.executable, "-c", remote.source("launcher")]
+    assert words[:3] == [sys.executable, "-c", remote.source("job_runner")]
     spec = json.loads(base64.b64decode(words[3]))
     assert spec == {"argv": plan.argv, "env": plan.env, "cwd": str(cwd)}
     with subprocess.Popen(
@@ -541,7 +541,7 @@ def test_launcher_runs_program_and_env_intact(tmp_path, monkeypatch, marker):
 
 
 def test_dry_run_command_splits_back(marker):
-    from mpicluster.run.launch import Launch
+    from mpicluster.run.job_command import Launch
 
     values = hostile(marker)
     env = {f"V{i}": v for i, v in enumerate(values)}
@@ -551,7 +551,7 @@ def test_dry_run_command_splits_back(marker):
 
 
 def _head(user: str = "alice"):
-    from mpicluster.run.launch import HeadFacts
+    from mpicluster.run.job_command import HeadFacts
 
     return HeadFacts(slots={"n1": 2}, mpi_major=5, free_port=29500, user=user)
 
@@ -559,7 +559,7 @@ def _head(user: str = "alice"):
 def test_torch_wrappers_pass_program_intact(tmp_path, marker):
     """--torch and --launcher torchrun put `sh -c SCRIPT sh PROGRAM...` after mpirun's
     options: run that part here, as a rank would."""
-    from mpicluster.run.launch import RunOptions, build
+    from mpicluster.run.job_command import RunOptions, build
 
     values = hostile(marker)
     show = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('RANK')]))"
@@ -699,7 +699,7 @@ def test_node_facts_command(tmp_path, monkeypatch):
 
 def test_smoke_env_matrix_command(tmp_path, monkeypatch):
     from mpicluster.nodes import transport
-    from mpicluster.verify import smoke
+    from mpicluster.smoke import steps as smoke
 
     commands = []
 
@@ -718,7 +718,7 @@ def test_smoke_env_matrix_command(tmp_path, monkeypatch):
 
 def test_smoke_commands_split_back(tmp_path, monkeypatch):
     from mpicluster.nodes import transport
-    from mpicluster.verify import smoke
+    from mpicluster.smoke import steps as smoke
 
     text = (
         "cluster: test\nnetwork: {interface: 'eth0.1@x_y-z'}\nstack: {prefix: /opt/a-b.c}\n"
@@ -798,7 +798,7 @@ def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):
     """Several ranks on each of several nodes (where the hostfile has the slots): the
     case one rank per node missed (Horovod's hang in hvd.init()); no --map-by, so the
     ranks get mpirun's own mapping and binding, as a user's plain mpirun does."""
-    from mpicluster.verify import smoke
+    from mpicluster.smoke import steps as smoke
 
     text = (
         "cluster: test\nnodes:\n  - {name: a, address: 10.0.0.1, slots: 64}\n"
@@ -822,7 +822,7 @@ def test_slurm_commands_split_back(tmp_path, monkeypatch):
     timeout prefix leaves the command as it was."""
     from mpicluster.nodes import transport
     from mpicluster.slurm import facts as slurm_facts
-    from mpicluster.slurm import smoke as slurm_smoke
+    from mpicluster.slurm import smoke_steps as slurm_smoke
 
     monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path / "home"))
     text = (
@@ -1186,7 +1186,7 @@ def test_batch_script_keeps_hostile_words_whole(tmp_path):
     script = tmp_path / "job.sh"
     hostile = ["$(touch pwned)", "a;b", "it's", '"q"', "line\nbreak", "*", "`id`"]
     program = "import sys; print(sys.argv[1:]); sys.exit(7)"
-    text = load("launcher").batch_script(
+    text = load("job_runner").batch_script(
         "0123456789ab", [sys.executable, "-c", program, *hostile], str(exit_json)
     )
     script.write_text(text)

@@ -83,7 +83,7 @@ def test_the_role_writes_every_hostfile_the_environment_cluster_json_and_the_pro
     }
     assert set(layout.CONFIG_FILES) <= set(written)
     assert layout.ENV_FILE in written
-    programs = {p.name for p in remote.SMOKE.glob("*.py")}
+    programs = {p.name for p in remote.RANK_PROGRAMS.glob("*.py")}
     assert {f"{layout.SMOKE_DIR}/{name}" for name in programs} <= set(written)
     described = json.loads(written[layout.CLUSTER_JSON])
     assert [n["name"] for n in described["nodes"]] == ["node1", "node2"]

@@ -19,7 +19,7 @@ import pytest
 from mpicluster import remote
 from mpicluster.cluster import layout
 from mpicluster.run import detached, job
-from mpicluster.run.launch import Launch
+from mpicluster.run.job_command import Launch
 from tests.shipped import load
 
 jobs_py = load("jobs")
@@ -183,7 +183,7 @@ def test_a_slurm_job_slurm_cannot_tell_of_is_lost_not_running(home):
 def test_a_slurm_job_is_submitted_from_its_first_node_in_the_inventorys_order():
     from mpicluster.cluster.inventory import parse_inventory
     from mpicluster.cluster.plan import ClusterPlan
-    from mpicluster.run.launch import RunOptions, allocation
+    from mpicluster.run.job_command import RunOptions, allocation
 
     inv = parse_inventory(
         "cluster: t\nssh: {user: mpi}\nscheduler: {type: slurm}\n"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.stack import cuda_compat
 from mpicluster.stack.cuda_compat import needs, refusal, release, torch_cuda
 from mpicluster.stack.prepare import check_drivers
 from mpicluster.stack.wheels import Wheelhouse
+from mpicluster.util.errors import MpiclusterError
 from tests.unit.plans import plan_of
 from tests.unit.test_gpu_path import CUDA_FACTS, GPU_INVENTORY, H100
 from tests.unit.test_torch_build import CUDA_WHEEL, _wheel

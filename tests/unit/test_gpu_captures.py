@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mpicluster.verify import nccl_tests, smoke
-from mpicluster.verify.smoke import AllreduceResult
+from mpicluster.smoke import nccl_tests
+from mpicluster.smoke import steps as smoke
+from mpicluster.smoke.steps import AllreduceResult
 
 DATA = Path(__file__).parent / "data" / "gpu-h200"
 

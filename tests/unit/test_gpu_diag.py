@@ -13,7 +13,7 @@ import pytest
 
 from mpicluster.doctor import gpu_diag
 from mpicluster.doctor.model import Status
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 
 DCGM3_PASS = {
     "DCGM GPU Diagnostic": {

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.local.cluster import render_inventory
 from mpicluster.local.spec import LocalSpec
 from mpicluster.nodes.facts import check_gpus
 from mpicluster.stack import recipe, sources
 from mpicluster.stack.fingerprint import fingerprint, platform_of
+from mpicluster.util.errors import MpiclusterError, UsageError
 from tests.unit.plans import plan_of
 from tests.unit.test_stack import FACTS
 

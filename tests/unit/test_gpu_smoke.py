@@ -26,8 +26,9 @@ from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render.display import Display
 from mpicluster.render.up import show_smoke
-from mpicluster.verify import nccl_tests, smoke
-from mpicluster.verify.smoke import AllreduceResult, GpuSmoke, PairResult, SmokeReport
+from mpicluster.smoke import nccl_tests
+from mpicluster.smoke import steps as smoke
+from mpicluster.smoke.steps import AllreduceResult, GpuSmoke, PairResult, SmokeReport
 
 DATA = Path(__file__).parent / "data"
 GPU_INVENTORY = """\
@@ -435,7 +436,7 @@ def test_the_gpu_tables_and_the_reason_not_run_are_shown():
 @pytest.fixture(scope="module")
 def torch_program():
     spec = importlib.util.spec_from_file_location(
-        "torch_allreduce", remote.SMOKE / "torch_allreduce.py"
+        "torch_allreduce", remote.RANK_PROGRAMS / "torch_allreduce.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # imports torch only in main()

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from mpicluster.cluster import hostfiles as hostfile
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 from tests.unit.plans import plan_of
 
 INV = plan_of(

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.nodes.facts import check_no_job
+from mpicluster.util.errors import MpiclusterError
 from tests.shipped import load
 
 nodeinfo = load("nodeinfo")

@@ -6,9 +6,8 @@ import subprocess
 
 import pytest
 
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.run import job
-from mpicluster.run.launch import (
+from mpicluster.run.job_command import (
     PYTHON_RANK,
     TORCH_WRAPPER,
     HeadFacts,
@@ -17,6 +16,7 @@ from mpicluster.run.launch import (
     parse_env_file,
     program_argv,
 )
+from mpicluster.util.errors import MpiclusterError, UsageError
 from tests.unit.plans import plan_of
 
 INVENTORY = plan_of(

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from mpicluster.cluster.lockfile import Patch, _pinned, resolve
-from mpicluster.errors import MpiclusterError
 from mpicluster.stack import sources
 from mpicluster.stack.fingerprint import fingerprint, platform_of
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.paths import data_path
 from tests.seed import pypi_sdist
 from tests.unit.test_stack import FACTS, _inventory

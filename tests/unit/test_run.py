@@ -21,8 +21,8 @@ def test_setup_result_names_the_failed_nodes_and_takes_the_first_ones_code():
 
 
 def test_collect_paths_stay_inside_the_jobs_folder():
-    from mpicluster.errors import UsageError
     from mpicluster.run.collect import checked_path, remote_source
+    from mpicluster.util.errors import UsageError
 
     assert checked_path("results/") == "results"
     assert checked_path("./logs/*.txt") == "logs/*.txt"

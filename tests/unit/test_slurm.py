@@ -10,9 +10,9 @@ import pytest
 from mpicluster import remote, slurm
 from mpicluster.cluster.inventory import InventoryError
 from mpicluster.doctor.checks import slurm as slurm_check
-from mpicluster.errors import MpiclusterError
-from mpicluster.slurm import smoke as slurm_smoke
+from mpicluster.slurm import smoke_steps as slurm_smoke
 from mpicluster.slurm.facts import SlurmFacts, SlurmNode, parse_node, parse_node_lines
+from mpicluster.util.errors import MpiclusterError
 from tests.unit.plans import plan_of
 
 NODES = "nodes: [{name: a, address: 10.0.0.1, gpus: 2}, {name: b, address: 10.0.0.2}]\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mpicluster.nodes import pairs
-from mpicluster.verify.smoke import peer_order
+from mpicluster.smoke.steps import peer_order
 
 
 def test_the_ssh_matrix_spreads_each_round_over_every_node():

@@ -11,7 +11,6 @@ import pytest
 
 from mpicluster.cluster import lockfile
 from mpicluster.cluster.lockfile import Debian, LockfileError, Pypi, Url
-from mpicluster.errors import MpiclusterError, UsageError
 from mpicluster.stack import cache as cache_module
 from mpicluster.stack import recipe, sources
 from mpicluster.stack.builds import plan_builds
@@ -19,6 +18,7 @@ from mpicluster.stack.cache import ChecksumMismatch, SourceCache
 from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
 from mpicluster.stack.prepare import _group_spec, nvml_requirements, platforms_unasked
 from mpicluster.stack.wheels import Wheelhouse
+from mpicluster.util.errors import MpiclusterError, UsageError
 from tests.unit.plans import plan_of
 
 FACTS = {

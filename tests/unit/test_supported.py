@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.nodes import supported
+from mpicluster.util.errors import MpiclusterError
 from tests.unit.plans import plan_of
 
 SOURCE = plan_of("cluster: t\nnodes:\n  - {name: a}\n  - {name: b}\n  - {name: c}\n")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.errors import MpiclusterError
 from mpicluster.stack import recipe, sources, wheels
 from mpicluster.stack.fingerprint import fingerprint, platform_of
 from mpicluster.stack.prepare import torch_spec
 from mpicluster.stack.sources import pip_requirement as torch_requirement
 from mpicluster.stack.wheels import Wheelhouse, torch_wheel
+from mpicluster.util.errors import MpiclusterError
 from tests.unit.plans import plan_of
 from tests.unit.test_gpu_path import CUDA_FACTS, GPU_INVENTORY, H100
 

@@ -11,7 +11,7 @@ from mpicluster.cluster import layout
 from mpicluster.doctor.checks.common import UP, per_node, size
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 
 CLOCK = "clock"
 CLOCK_TITLE = "Clock skew between nodes"

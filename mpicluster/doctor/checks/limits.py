@@ -10,7 +10,7 @@ from mpicluster.cluster import hostfiles as hostfile
 from mpicluster.doctor.checks.common import set_at, size
 from mpicluster.doctor.model import CheckReport, Result, passed, warned
 from mpicluster.doctor.runner import Gathered
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 
 NAME = "limits"
 TITLE = "Limits of a rank: open files, locked memory, processes, /dev/shm"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpicluster import exitcodes
+from mpicluster.util import exitcodes
 from mpicluster.util.text import telling_line
 
 

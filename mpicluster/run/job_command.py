@@ -18,7 +18,7 @@ from typing import Literal
 from mpicluster.cluster import mpirun
 from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.errors import UsageError
+from mpicluster.util.errors import UsageError
 
 Launcher = Literal["mpirun", "torchrun"]
 #: How the ranks start: Open MPI's mpirun over the cluster's SSH trust, or Slurm's srun

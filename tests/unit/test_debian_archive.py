@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mpicluster.errors import MpiclusterError
-from mpicluster.util import apt_sources
-from mpicluster.util.apt_sources import (
+from mpicluster.util import debian_archive
+from mpicluster.util.debian_archive import (
     Entry,
     Mirror,
     choose_debian_mirror,
@@ -19,6 +18,7 @@ from mpicluster.util.apt_sources import (
     parse_one_line,
     read_entries,
 )
+from mpicluster.util.errors import MpiclusterError
 
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
@@ -183,12 +183,12 @@ def test_read_entries_reads_what_apt_reads_and_skips_disabled_files(tmp_path):
 
 def test_the_environment_overrides_and_nothing_found_says_how_to_set_it(tmp_path):
     root = _machine(tmp_path, {"sources.list.d/nodesource.sources": NODESOURCE_SOURCES})
-    env = {apt_sources.ENV: "http://override.internal/debian/"}
+    env = {debian_archive.ENV: "http://override.internal/debian/"}
     assert debian_mirror(env, root) == Mirror(
-        "http://override.internal/debian", None, apt_sources.ENV
+        "http://override.internal/debian", None, debian_archive.ENV
     )
     with pytest.raises(MpiclusterError, match="no Debian mirror found") as caught:
         debootstrap_mirror({}, root)
-    assert apt_sources.ENV in (caught.value.hint or "")
+    assert debian_archive.ENV in (caught.value.hint or "")
     with pytest.raises(MpiclusterError):
         debian_mirror({}, tmp_path / "no-apt-here")

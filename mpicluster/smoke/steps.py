@@ -35,8 +35,8 @@ from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import head_mpi, mpi_version, pairs, ssh_failures, transport
 from mpicluster.slurm import SlurmSmoke, run_slurm_smoke
+from mpicluster.smoke import nccl_tests
 from mpicluster.util.text import json_line, last_line
-from mpicluster.verify import nccl_tests
 
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
 PAIR_TIMEOUT = 10
@@ -258,7 +258,7 @@ def env_matrix(plan: ClusterPlan, order: dict[str, list[str]]) -> list[PairResul
     # logins run PAIR_WORKERS at a time: give a large cluster's rounds time to finish
     timeout = PAIR_TIMEOUT * 3 + 30 + max(len(peers) for peers in order.values()) // 2
     results = transport.run_everywhere(
-        plan, command, stdin=remote.script("smoke/env_probe"), timeout=timeout
+        plan, command, stdin=remote.script("rank_programs/env_probe"), timeout=timeout
     )
     judged: list[PairResult] = []
     for source in names:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from mpicluster.errors import MpiclusterError
+from mpicluster.util.errors import MpiclusterError
 
 ENV = "MPICLUSTER_DEBIAN_MIRROR"
 SOURCES_LIST = PurePosixPath("etc/apt/sources.list")

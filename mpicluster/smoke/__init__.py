@@ -2,10 +2,10 @@
 smoke` runs it alone): ssh between nodes, the MPI allreduce, Horovod, PyTorch, the GPU
 path with nccl-tests."""
 
-from mpicluster.verify.nccl_tests import OK as NCCL_TESTS_OK
-from mpicluster.verify.nccl_tests import exit_meaning as nccl_tests_exit_meaning
-from mpicluster.verify.nccl_tests import parse as parse_nccl_tests
-from mpicluster.verify.smoke import SmokeReport, gpu_placement, run_smoke
+from mpicluster.smoke.nccl_tests import OK as NCCL_TESTS_OK
+from mpicluster.smoke.nccl_tests import exit_meaning as nccl_tests_exit_meaning
+from mpicluster.smoke.nccl_tests import parse as parse_nccl_tests
+from mpicluster.smoke.steps import SmokeReport, gpu_placement, run_smoke
 
 __all__ = [
     "NCCL_TESTS_OK",
