@@ -49,6 +49,9 @@ CLUSTER_JSON = f"{CONFIG_DIR}/cluster.json"
 #: What the last successful `up` applied, as digests (its fast path proves from it).
 APPLIED = f"{CONFIG_DIR}/applied.json"
 SMOKE_DIR = f"{CONFIG_DIR}/smoke"
+#: The node's own health check (remote/health.py), and its record of the cluster.
+HEALTH_PROGRAM = "/usr/local/sbin/mpicluster-health"
+HEALTH_RECORD = f"{CONFIG_DIR}/health.json"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
 CONFIG_FILES = (HOSTFILE, HOSTFILE_MPICH, HOSTFILE_HOROVOD, HOSTFILE_DEEPSPEED, CLUSTER_JSON)
 #: The markers of mpicluster's blocks in /etc/environment and /etc/hosts.
@@ -229,6 +232,7 @@ class Layout:
             {"path": LD_CONF, "kind": "file"},
             {"path": PEERMEM_CONF, "kind": "file"},
             {"path": CONFIG_DIR, "kind": "tree"},
+            {"path": HEALTH_PROGRAM, "kind": "file"},
             {"path": BUILD_SCRATCH, "kind": "tree"},
             {"path": RELAY_DIR, "kind": "tree"},
             # Also for install = packages: a cluster that was once built from source.

@@ -17,17 +17,23 @@ could not reach them (the `ssh` check says why).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 
 from mpicluster.util import exitcodes
 
 SCHEMA = 1
 
 
-class Status(StrEnum):
+class Status(str, Enum):  # noqa: UP042 (the node's health check runs this on Python 3.10)
     PASS = "pass"  # noqa: S105 (a status, not a password)
     WARN = "warn"
     FAIL = "fail"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 _RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}

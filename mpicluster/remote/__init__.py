@@ -34,6 +34,7 @@ LIBRARIES = (
     "fabricfacts",
     "gpuhealth",
     "loginlimits",
+    "nodedisk",
     "rankenv",
     "mpicluster_applied",
     "mpicluster_stackfiles",
@@ -54,11 +55,94 @@ def _imports(text: str) -> list[str]:
     return [lib for lib in LIBRARIES if re.search(rf"^(from|import) {lib}\b", text, re.M)]
 
 
+#: The mpicluster package's own folder: the control machine's judges a node program
+#: imports (`from mpicluster.doctor.checks import disk`) are shipped from there.
+PACKAGE = HERE.parent
+
+
+def _package_file(dotted: str) -> Path | None:
+    """The file of an mpicluster module, or None when `dotted` names no module."""
+    relative = Path(*dotted.split(".")[1:])
+    for candidate in (PACKAGE / relative.with_suffix(".py"), PACKAGE / relative / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _package_imports(text: str) -> list[str]:
+    """The mpicluster modules `text` imports at its top level (imports inside a function
+    are the control machine's alone and are not shipped)."""
+    found = []
+    for match in re.finditer(r"^from (mpicluster(?:\.\w+)*) import ([\w, ]+)$", text, re.M):
+        package, names = match.group(1), [n.strip() for n in match.group(2).split(",")]
+        for name in names:
+            inner = f"{package}.{name}"
+            found.append(inner if _package_file(inner) and inner.count(".") else package)
+    found += re.findall(r"^import (mpicluster(?:\.\w+)+)$", text, re.M)
+    return list(dict.fromkeys(found))
+
+
+def _register(name: str, text: str, filename: str) -> list[str]:
+    """Lines that define module `name` from `text`: registered first (dataclasses look
+    their module up while the class is made), then run."""
+    return [
+        f"_module = _types.ModuleType({name!r})",
+        f"_sys.modules[{name!r}] = _module",
+        f"exec(compile({text!r}, {filename!r}, 'exec'), _module.__dict__)",
+    ]
+
+
+def _shipped_package_modules(texts: list[str]) -> list[str]:
+    """Lines that define the mpicluster modules the texts import (and what those import),
+    under their own names, below empty package modules (a package's __init__ is not run:
+    only the modules named are shipped, each of which imports only the standard library
+    and other shipped modules; tests/unit/test_node_health.py runs the result isolated)."""
+    order: list[str] = []
+
+    def visit(dotted: str) -> None:
+        if dotted in order:
+            return
+        path = _package_file(dotted)
+        if path is None:
+            raise ValueError(f"{dotted}: no such mpicluster module to ship")
+        for needed in _package_imports(path.read_text(encoding="utf-8")):
+            visit(needed)
+        order.append(dotted)
+
+    for text in texts:
+        for dotted in _package_imports(text):
+            visit(dotted)
+    lines, packages = [], []
+    for dotted in order:
+        parts = dotted.split(".")
+        for depth in range(1, len(parts)):
+            package = ".".join(parts[:depth])
+            if package not in packages and package not in order:
+                packages.append(package)
+                lines += [
+                    f"if {package!r} not in _sys.modules:",
+                    f"    _module = _types.ModuleType({package!r})",
+                    "    _module.__path__ = []",
+                    f"    _sys.modules[{package!r}] = _module",
+                ]
+    for dotted in order:
+        path = _package_file(dotted)
+        assert path is not None  # noqa: S101 (visit found it)
+        text, filename = path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE))
+        # where the package itself is there (a test on the control machine), it is used
+        lines.append(f"if {dotted!r} not in _sys.modules:")
+        lines += ["    " + line for line in _register(dotted, text, filename)]
+        parent, _, leaf = dotted.rpartition(".")
+        lines.append(f"setattr(_sys.modules[{parent!r}], {leaf!r}, _sys.modules[{dotted!r}])")
+    return lines
+
+
 @cache  # doctor sends the probe to every node: compose it once
 def script(name: str) -> str:
     """Program `name` as one text to run with `python3 -`: the helper modules it
     imports (and those they import) are defined first, registered in sys.modules,
-    then the program itself."""
+    then the program itself. The mpicluster modules it imports (the judges a node
+    program shares with doctor) come the same way, under their package names."""
     text = source(name)
     order: list[str] = []
 
@@ -73,9 +157,6 @@ def script(name: str) -> str:
         visit(library)
     prelude = ["import sys as _sys, types as _types"]
     for library in order:
-        prelude += [
-            f"_module = _types.ModuleType({library!r})",
-            f"exec(compile({source(library)!r}, {library + '.py'!r}, 'exec'), _module.__dict__)",
-            f"_sys.modules[{library!r}] = _module",
-        ]
+        prelude += _register(library, source(library), library + ".py")
+    prelude += _shipped_package_modules([text])
     return "\n".join(prelude) + "\n" + text

@@ -38,6 +38,7 @@ import accessfacts
 import fabricfacts
 import gpuhealth
 import loginlimits
+import nodedisk
 import rankenv
 from launch_proof_node import launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
@@ -151,38 +152,6 @@ def interfaces():
                 entry = result.setdefault(name, {"state": "", "bridge": False, "addresses": []})
                 entry["addresses"].append(parts[3])
     return result
-
-
-#: Where Open MPI (its session directory), NCCL and the ranks write as the MPI user.
-WRITTEN_BY_MPI = ("tmp", "shm", "TMPDIR")
-
-
-def disk(paths):
-    found = {}
-    for label, path in paths.items():
-        probe = path
-        while probe and not os.path.exists(probe):
-            probe = os.path.dirname(probe.rstrip("/")) or "/"
-            if probe == "/":
-                break
-        try:
-            stat = os.statvfs(probe)
-        except OSError as exc:
-            found[label] = {"path": path, "error": str(exc)}
-            continue
-        found[label] = {
-            "path": path,
-            "exists": probe == path,
-            "measured": probe,
-            "free": stat.f_bavail * stat.f_frsize,
-            "total": stat.f_blocks * stat.f_frsize,
-        }
-        if label in WRITTEN_BY_MPI and probe == path:
-            info = os.stat(path)
-            found[label]["writable"] = os.access(path, os.W_OK | os.X_OK)
-            found[label]["mode"] = "%04o" % (info.st_mode & 0o7777)
-            found[label]["owner"] = accessfacts.owner_name(info.st_uid)
-    return found
 
 
 def which_all(programs):
@@ -373,7 +342,7 @@ def gather(spec):
             if spec.get("rank_env")
             else None,
             "neighbour": neighbour_limits(),
-            "disk": disk(disk_paths),
+            "disk": nodedisk.disk(disk_paths),
             "shm_files": loginlimits.shm_files(),
             "limits": loginlimits.limits(),
             "files": files,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,7 +11,13 @@ from typing import Any
 
 from mpicluster import remote, slurm
 from mpicluster.cluster import hostfiles as hostfile
-from mpicluster.cluster.layout import CLUSTER_JSON, ENV_FILE, SMOKE_DIR
+from mpicluster.cluster.layout import (
+    CLUSTER_JSON,
+    ENV_FILE,
+    HEALTH_PROGRAM,
+    HEALTH_RECORD,
+    SMOKE_DIR,
+)
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensure_cluster_key
 from mpicluster.nodes import facts as node_facts
@@ -169,7 +176,28 @@ def config_files(
     }
     for program in sorted(remote.RANK_PROGRAMS.glob("*.py")):
         texts[f"{SMOKE_DIR}/{program.name}"] = program.read_text(encoding="utf-8")
-    return [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
+    texts[HEALTH_RECORD] = json.dumps(health_record(plan, node_slots), indent=1) + "\n"
+    files = [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
+    program = f"#!{remote.PYTHON}\n" + remote.script("health")
+    return [*files, {"path": HEALTH_PROGRAM, "content": program, "mode": "0755"}]
+
+
+def health_record(plan: ClusterPlan, node_slots: dict[str, int]) -> dict[str, Any]:
+    """What the node's health check (remote/health.py) judges against: the layout, and
+    each node's MPI user, GPUs and slots."""
+    return {
+        "cluster": plan.cluster,
+        "layout": {"prefix": plan.stack.prefix, "install": plan.stack.install},
+        "gpus_present": plan.stack.gpus_present,
+        "nodes": {
+            node.name: {
+                "user": plan.node_ssh(node).user,
+                "gpus": node.gpus,
+                "slots": node_slots[node.name],
+            }
+            for node in plan.nodes
+        },
+    }
 
 
 def provision(

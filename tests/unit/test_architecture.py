@@ -64,7 +64,28 @@ def imports_of(name: str) -> set[str]:
     return found - {name}
 
 
-GRAPH = {name: imports_of(name) for name in MODULES}
+#: The modules of doctor a node program imports: shipped with it as text (remote.script),
+#: they run on the node's Python, not in this process, so they are no edge of the graph
+#: here (test_node_programs_ship_only_the_judges_doctor_shares holds what they may be).
+SHIPPED_JUDGES = {
+    "mpicluster.doctor.checks.common",
+    "mpicluster.doctor.checks.disk",
+    "mpicluster.doctor.checks.gpu_health",
+    "mpicluster.doctor.checks.limits",
+    "mpicluster.doctor.checks.stack_files",
+    "mpicluster.doctor.model",
+    "mpicluster.util.exitcodes",
+}
+
+
+def graph_edges(name: str) -> set[str]:
+    found = imports_of(name)
+    if name.startswith("mpicluster.remote.") and name != "mpicluster.remote":
+        found -= SHIPPED_JUDGES
+    return found
+
+
+GRAPH = {name: graph_edges(name) for name in MODULES}
 
 
 #: The rooms, lowest first. Foundations: util (with the errors every room raises),
@@ -317,3 +338,25 @@ def test_the_plan_rule_finds_a_feature_that_reads_the_inventory():
     assert INVENTORY_WORDS.search("    return plan.inventory.stack")
     assert not INVENTORY_WORDS.search("    raise InventoryError(message)")
     assert not INVENTORY_WORDS.search("    stack = plan.stack")
+
+
+def test_node_programs_ship_only_the_judges_doctor_shares():
+    """A node program (remote/) imports doctor's judges to judge as doctor does; they are
+    shipped as text and run on the node's own Python: each imports, at its top level,
+    only the standard library and the other shipped modules (the control machine's own
+    imports stay inside its functions). tests/unit/test_node_health.py runs the result
+    isolated."""
+    from mpicluster import remote
+
+    shipped = set()
+    for program in sorted(remote.HERE.glob("*.py")):
+        for target in remote._package_imports(program.read_text(encoding="utf-8")):
+            shipped.add(target)
+            queue = [target]
+            while queue:
+                text = remote._package_file(queue.pop()).read_text(encoding="utf-8")
+                for inner in remote._package_imports(text):
+                    if inner not in shipped:
+                        shipped.add(inner)
+                        queue.append(inner)
+    assert shipped - {"mpicluster.remote"} == SHIPPED_JUDGES

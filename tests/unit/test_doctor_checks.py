@@ -17,6 +17,7 @@ from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor.checks import (
     basics,
     consistency,
+    disk,
     environment,
     gpus,
     mesh,
@@ -151,7 +152,7 @@ def test_a_healthy_cluster_passes_every_node_check():
         network.check_interfaces,
         consistency.check,
         gpus.check,
-        basics.check_disk,
+        disk.check_disk,
         basics.check_hostfile,
     ):
         report = run(g)
@@ -382,7 +383,7 @@ def test_disk_thresholds():
         facts["node1"]["disk"]["tmp"]["free"] = 10 << 20
         facts["node2"]["disk"]["shm"]["free"] = 20 << 20
 
-    report = basics.check_disk(gathered(tweak=tweak))
+    report = disk.check_disk(gathered(tweak=tweak))
     assert bad(report) == {("node1", None, "fail"), ("node2", None, "warn")}
 
 
@@ -392,7 +393,7 @@ def test_disk_a_tmp_the_mpi_user_cannot_write():
         facts["node2"]["disk"]["tmp"].update(writable=False, mode="0755", owner="root")
         facts["node3"]["disk"]["tmp"].update(writable=True, mode="1777", owner="root")
 
-    report = basics.check_disk(gathered(tweak=tweak))
+    report = disk.check_disk(gathered(tweak=tweak))
     (result,) = [r for r in report.results if r.status != Status.PASS]
     assert result.node == "node2"
     assert result.evidence == "/tmp is not writable by vagrant (mode 0755, owner root)"
@@ -663,7 +664,7 @@ def test_disk_a_tmpdir_that_does_not_exist_names_who_sets_it():
         "total": 100 << 30,
     }
     access(facts)["setters"] = {"TMPDIR": ["/etc/environment:3: TMPDIR=/scratch/tmp"]}
-    (result,) = basics.judge_disk("node1", facts)
+    (result,) = disk.judge_disk("node1", facts)
     assert result.status == Status.FAIL
     assert "/scratch/tmp" in result.fix and "/etc/environment:3" in result.fix
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mpicluster.doctor.checks import (
     basics,
     consistency,
+    disk,
     environment,
     fabric,
     gpus,
@@ -49,7 +50,7 @@ CHECKS = [
     Check(stack_files.NAME, stack_files.TITLE, stack_files.check),
     Check(gpus.NAME, gpus.TITLE, gpus.check),
     Check(basics.CLOCK, basics.CLOCK_TITLE, basics.check_clock),
-    Check(basics.DISK, basics.DISK_TITLE, basics.check_disk),
+    Check(disk.DISK, disk.DISK_TITLE, disk.check_disk),
     Check(limits.NAME, limits.TITLE, limits.check),
     Check(basics.HOSTFILE, basics.HOSTFILE_TITLE, basics.check_hostfile),
     Check(launch.NAME, launch.TITLE, launch.check),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
 
 from mpicluster.doctor.model import CheckReport, Result
-from mpicluster.doctor.runner import Gathered
+
+if TYPE_CHECKING:
+    from mpicluster.doctor.runner import Gathered
 
 UP = "run `mpicluster up`"
 

@@ -43,6 +43,31 @@ SLOWDOWNS = {
 }
 
 
+def judge_count(node: str, info: dict[str, Any], wanted: int) -> list[Result]:
+    """nvidia-smi works on the node and shows the GPUs the inventory gives it (none: it
+    does); the node's own health check asks the same (remote/health.py)."""
+    if not info.get("ok"):
+        return [
+            failed(
+                node,
+                f"nvidia-smi fails on {node}: {info.get('error')}",
+                f"install or repair the NVIDIA driver on {node} (nvidia-smi must list the "
+                "GPUs), or set its gpus: 0 in the inventory",
+            )
+        ]
+    if info["count"] != wanted:
+        shown = f"{info['count']} GPU" + ("" if info["count"] == 1 else "s")
+        return [
+            failed(
+                node,
+                f"nvidia-smi shows {shown} on {node}, the inventory says {wanted}",
+                f"fix gpus: for {node} in the inventory, or find the missing GPUs "
+                "(nvidia-smi -q, dmesg: Xid errors, fallen off the bus)",
+            )
+        ]
+    return []
+
+
 def gpu_name(node: str, gpu: dict[str, Any]) -> str:
     serial = gpu.get("serial")
     serial = f", serial {serial}" if serial and serial != "N/A" else ""

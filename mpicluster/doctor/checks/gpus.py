@@ -35,28 +35,10 @@ def check(g: Gathered) -> CheckReport:
         if node not in wanted:
             continue
         info = (g.facts(node) or {}).get("gpus") or {"ok": False, "error": "not probed"}
-        if not info.get("ok"):
-            report.results.append(
-                failed(
-                    node,
-                    f"nvidia-smi fails on {node}: {info.get('error')}",
-                    f"install or repair the NVIDIA driver on {node} (nvidia-smi must list the "
-                    "GPUs), or set its gpus: 0 in the inventory",
-                )
-            )
-            continue
-        if info["count"] != wanted[node]:
-            report.results.append(
-                failed(
-                    node,
-                    f"nvidia-smi shows {plural(info['count'], 'GPU')} on {node}, the inventory "
-                    f"says {wanted[node]}",
-                    f"fix gpus: for {node} in the inventory, or find the missing GPUs "
-                    "(nvidia-smi -q, dmesg: Xid errors, fallen off the bus)",
-                )
-            )
-            continue
-        working[node] = info
+        counted = gpu_health.judge_count(node, info, wanted[node])
+        report.results += counted
+        if not counted:
+            working[node] = info
     odd: dict[str, list[str]] = {node: [] for node in working}
     for key, label in (("driver", "driver"), ("cuda", "CUDA (driver API)")):
         values = {node: info.get(key) for node, info in working.items()}

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from mpicluster.doctor.checks import (
-    basics,
     consistency,
+    disk,
     environment,
     mesh,
     names,
@@ -36,7 +36,7 @@ RELATED = (
     (network.PORTS, network.check_ports),
     (network.INTERFACES, network.check_interfaces),
     (consistency.NAME, consistency.check),
-    (basics.DISK, basics.check_disk),
+    (disk.DISK, disk.check_disk),
 )
 
 

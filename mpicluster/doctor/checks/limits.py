@@ -6,11 +6,13 @@ Requested: 16777216 B, Space Available: 0 B")."""
 
 from __future__ import annotations
 
-from mpicluster.cluster import hostfiles as hostfile
+from typing import TYPE_CHECKING
+
 from mpicluster.doctor.checks.common import set_at, size
 from mpicluster.doctor.model import CheckReport, Result, passed, warned
-from mpicluster.doctor.runner import Gathered
-from mpicluster.util.errors import UsageError
+
+if TYPE_CHECKING:
+    from mpicluster.doctor.runner import Gathered
 
 NAME = "limits"
 TITLE = "Limits of a rank: open files, locked memory, processes, /dev/shm"
@@ -29,6 +31,9 @@ MEMLOCK_FLOOR = 1 << 30
 
 def node_slots(g: Gathered) -> dict[str, int]:
     """Ranks each node runs at most (its slots; its cores where slots cannot be known)."""
+    from mpicluster.cluster import hostfiles as hostfile  # the control machine's alone
+    from mpicluster.util.errors import UsageError
+
     cores = {n: int((g.facts(n) or {}).get("nproc") or 1) for n in g.probed}
     try:
         return {n: int(s) for n, s in hostfile.slots(g.plan, cores).items()}

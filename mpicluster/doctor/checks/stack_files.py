@@ -5,9 +5,13 @@ sha256 of what a launch loads (every file's with `doctor --deep`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mpicluster.doctor.checks.common import UP, per_node, plural
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
-from mpicluster.doctor.runner import Gathered
+
+if TYPE_CHECKING:
+    from mpicluster.doctor.runner import Gathered
 
 NAME = "stack"
 TITLE = "The stack's files as up installed them (its manifest)"

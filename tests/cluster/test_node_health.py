@@ -1,0 +1,82 @@
+"""The node's own health check as `up` installs it on the cluster the session built from
+source (tests/cluster/conftest.py's `build`): healthy on every node as root and as the
+MPI user; then one break at a time on node2, each named by the check in NHC's manner
+and gone once undone (the same judges doctor uses: tests/unit/test_node_health.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from tests.cluster.conftest import PREFIX
+
+pytestmark = pytest.mark.cluster
+
+HEALTH = "/usr/local/sbin/mpicluster-health"
+BROKEN = "node2"
+
+
+def health(ready, node: str, *args: str, root: bool = True):
+    command = shlex.join([HEALTH, *args])
+    return ready["cluster"].ssh(node, f"sudo {command}" if root else command, check=False)
+
+
+def test_every_node_is_healthy_as_root_and_as_the_mpi_user(ready):
+    for node in ready["nodes"]:
+        for root in (True, False):
+            done = health(ready, node, "--json", root=root)
+            assert done.returncode == 0, done.stdout + done.stderr
+            found = json.loads(done.stdout)
+            assert (found["node"], found["healthy"]) == (node, True)
+            checks = {f["check"]: f["status"] for f in found["findings"]}
+            assert checks == {"stack": "pass", "disk": "pass"}, found
+            assert found["seconds"] < 5
+
+
+def test_tmp_that_the_mpi_user_cannot_write_makes_the_node_unhealthy(ready):
+    cluster = ready["cluster"]
+    cluster.ssh(BROKEN, "sudo chmod 0755 /tmp")
+    try:
+        done = health(ready, BROKEN)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "ERROR: mpicluster-health: disk: /tmp is not writable by vagrant (mode 0755, " in (
+            done.stdout
+        )
+        assert f"mpicluster-health: {BROKEN} UNHEALTHY" in done.stdout.splitlines()[-1]
+        assert health(ready, "node1").returncode == 0
+    finally:
+        cluster.ssh(BROKEN, "sudo chmod 1777 /tmp")
+    assert health(ready, BROKEN).returncode == 0
+
+
+def test_a_damaged_stack_makes_the_node_unhealthy(ready):
+    cluster = ready["cluster"]
+    mpirun = f"{PREFIX}/current/bin/mpirun"
+    mode = cluster.ssh(BROKEN, f"stat -L -c %a {mpirun}").stdout.strip()
+    cluster.ssh(BROKEN, f"sudo chmod 0700 {mpirun}")
+    try:
+        done = health(ready, BROKEN)
+        assert done.returncode == 1, done.stdout + done.stderr
+        (error,) = [line for line in done.stdout.splitlines() if line.startswith("ERROR")]
+        assert error.startswith("ERROR: mpicluster-health: stack: ")
+        assert f"bin/mpirun changed (mode (0700, was 0{mode}))" in error
+    finally:
+        cluster.ssh(BROKEN, f"sudo chmod {mode} {mpirun}")
+    assert health(ready, BROKEN).returncode == 0
+
+
+def test_a_nearly_full_dev_shm_makes_the_node_unhealthy(ready):
+    cluster = ready["cluster"]
+    free = int(cluster.ssh(BROKEN, "df --output=avail -B1 /dev/shm | tail -1").stdout)
+    fill = free - (4 << 20)  # 4 MiB left: below the 8 MiB Open MPI and NCCL need at least
+    cluster.ssh(BROKEN, f"sudo fallocate -l {fill} /dev/shm/mpicluster-test-fill")
+    try:
+        done = health(ready, BROKEN)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "ERROR: mpicluster-health: disk: /dev/shm: " in done.stdout
+    finally:
+        cluster.ssh(BROKEN, "sudo rm -f /dev/shm/mpicluster-test-fill")
+    assert health(ready, BROKEN).returncode == 0
