@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from mpicluster import __version__
-from mpicluster.cli import bench, cluster, doctor, jobs, local, run
+from mpicluster.cli import bench, cluster, doctor, jobs, local, nodes, run
 from mpicluster.util import exitcodes
 
 app = typer.Typer(
@@ -47,6 +47,7 @@ for command in cluster.COMMANDS:
     app.command()(command)
 app.command("doctor")(doctor.doctor)
 app.command("bench")(bench.bench)
+app.command("nodes")(nodes.nodes)
 app.command("run", context_settings=run.CONTEXT)(run.run)
 for command in jobs.COMMANDS:
     app.command()(command)

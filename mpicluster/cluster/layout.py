@@ -52,6 +52,8 @@ SMOKE_DIR = f"{CONFIG_DIR}/smoke"
 #: The node's own health check (remote/health.py), and its record of the cluster.
 HEALTH_PROGRAM = "/usr/local/sbin/mpicluster-health"
 HEALTH_RECORD = f"{CONFIG_DIR}/health.json"
+#: The last result of the health check run as root (what `mpicluster nodes` shows).
+HEALTH_LAST = "/var/lib/mpicluster/health-last.json"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
 CONFIG_FILES = (HOSTFILE, HOSTFILE_MPICH, HOSTFILE_HOROVOD, HOSTFILE_DEEPSPEED, CLUSTER_JSON)
 #: The markers of mpicluster's blocks in /etc/environment and /etc/hosts.
@@ -233,6 +235,8 @@ class Layout:
             {"path": PEERMEM_CONF, "kind": "file"},
             {"path": CONFIG_DIR, "kind": "tree"},
             {"path": HEALTH_PROGRAM, "kind": "file"},
+            # written by each run of the check, not by up: the fast path does not watch it
+            {"path": HEALTH_LAST, "kind": "file", "unwatched": True},
             {"path": BUILD_SCRATCH, "kind": "tree"},
             {"path": RELAY_DIR, "kind": "tree"},
             # Also for install = packages: a cluster that was once built from source.

@@ -14,13 +14,15 @@ MPI user with room for this node's ranks, and on GPU nodes nvidia-smi's count ag
 the inventory and the GPUs' health (hardware Xids, ECC and row remapping, NVLink,
 clocks, persistence, the NVSwitch fabric).
 
-One line per finding, in NHC's manner (`ERROR: ...` for a failure, `WARNING: ...`), then
-one line saying the node's state; `--json`: one JSON object (schema 1). Exit 0: healthy
-(warnings allowed); 1: unhealthy (a failure); 2: it could not judge (no record, an
-unknown node).
+One line per finding, in NHC's manner (`ERROR: ...` for a failure, `WARNING: ...`),
+then one line saying the node's state; `--json`: one JSON object (schema 1). Exit 0:
+healthy (warnings allowed); 1: unhealthy (a failure); 2: it could not judge (no record,
+an unknown node). Run as root, it keeps its result in
+/var/lib/mpicluster/health-last.json (what `mpicluster nodes` shows).
 """
 
 import json
+import os
 import socket
 import sys
 import time
@@ -34,6 +36,8 @@ from mpicluster.doctor.checks import disk, gpu_health, limits, stack_files
 from mpicluster.doctor.model import Status
 
 CONFIG = "/etc/mpicluster/health.json"
+#: Where a run as root leaves its result (`mpicluster nodes` reads it).
+LAST = "/var/lib/mpicluster/health-last.json"
 SCHEMA = 1
 USAGE = "usage: mpicluster-health [--json] [--node NAME] [--config FILE]"
 
@@ -135,6 +139,20 @@ def report(config, node, found, seconds):
     }
 
 
+def keep(result):
+    """The result as the node's last, written whole (a reader never sees half of it)."""
+    folder = os.path.dirname(LAST)
+    try:
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        partial = LAST + ".partial"
+        with open(partial, "w", encoding="utf-8") as handle:
+            json.dump(dict(result, at=time.time()), handle)
+        os.chmod(partial, 0o644)
+        os.replace(partial, LAST)
+    except OSError as exc:
+        sys.stderr.write("mpicluster-health: could not keep the result in %s: %s\n" % (LAST, exc))
+
+
 def lines(result):
     """NHC's manner: one line per finding that is not a pass, then the node's state."""
     out = []
@@ -165,6 +183,8 @@ def main(argv):
         return 2
     found = judge(config, node, gather(config, node))
     result = report(config, node, found, time.monotonic() - started)
+    if os.geteuid() == 0 and options["config"] == CONFIG:
+        keep(result)
     if options["json"]:
         sys.stdout.write(json.dumps(result) + "\n")
     else:

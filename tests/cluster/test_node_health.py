@@ -12,6 +12,7 @@ import shlex
 import pytest
 
 from tests.cluster.conftest import PREFIX
+from tests.conftest import mpicluster
 
 pytestmark = pytest.mark.cluster
 
@@ -36,8 +37,20 @@ def test_every_node_is_healthy_as_root_and_as_the_mpi_user(ready):
             assert found["seconds"] < 5
 
 
+def nodes(ready, *args: str) -> tuple[int, dict]:
+    done = mpicluster("nodes", str(ready["inventory"]), "--json", *args, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def states(report: dict) -> dict[str, str]:
+    return {node["name"]: node["state"] for node in report["nodes"]}
+
+
 def test_tmp_that_the_mpi_user_cannot_write_makes_the_node_unhealthy(ready):
     cluster = ready["cluster"]
+    code, report = nodes(ready, "--check")
+    assert (code, set(states(report).values())) == (0, {"ready"}), report
     cluster.ssh(BROKEN, "sudo chmod 0755 /tmp")
     try:
         done = health(ready, BROKEN)
@@ -47,9 +60,17 @@ def test_tmp_that_the_mpi_user_cannot_write_makes_the_node_unhealthy(ready):
         )
         assert f"mpicluster-health: {BROKEN} UNHEALTHY" in done.stdout.splitlines()[-1]
         assert health(ready, "node1").returncode == 0
+        # `nodes` shows the result the run as root kept, and when
+        code, report = nodes(ready)
+        assert code == 1 and states(report)[BROKEN] == "unhealthy"
+        (broken,) = [n for n in report["nodes"] if n["name"] == BROKEN]
+        assert broken["finding"]["check"] == "disk" and broken["checked_at"]
+        assert "/tmp is not writable" in broken["finding"]["evidence"]
     finally:
         cluster.ssh(BROKEN, "sudo chmod 1777 /tmp")
     assert health(ready, BROKEN).returncode == 0
+    code, report = nodes(ready, "--check")
+    assert (code, states(report)[BROKEN]) == (0, "ready")
 
 
 def test_a_damaged_stack_makes_the_node_unhealthy(ready):

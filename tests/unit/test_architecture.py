@@ -93,7 +93,18 @@ GRAPH = {name: graph_edges(name) for name in MODULES}
 #: control machine), nodes (reaching them). Features: one room per command or part.
 #: Above them, render (terminal output) and cli (the commands).
 FOUNDATIONS = ("util", "remote", "cluster", "nodes")
-FEATURES = ("stack", "slurm", "smoke", "up", "down", "run", "doctor", "bench", "local")
+FEATURES = (
+    "stack",
+    "slurm",
+    "smoke",
+    "up",
+    "down",
+    "run",
+    "doctor",
+    "bench",
+    "local",
+    "health",
+)
 
 #: room -> the rooms it may import. A feature's imports of another feature name that
 #: feature's package (its face, mpicluster/<room>/__init__.py), never a module inside.
@@ -111,6 +122,7 @@ ROOMS: dict[str, set[str]] = {
     "doctor": {"util", "cluster", "nodes", "remote", "doctor", "slurm", "bench"},
     "bench": {"util", "cluster", "nodes", "remote", "bench", "smoke"},
     "local": {"util", "cluster", "nodes", "local"},
+    "health": {"util", "cluster", "nodes", "health"},
     "render": {"util", "cluster", "nodes", "render", *FEATURES},
     "cli": {"util", "cluster", "nodes", "render", "cli", *FEATURES},
 }

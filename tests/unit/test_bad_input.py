@@ -126,6 +126,8 @@ CASES = [
     ("local-up-nodes-word", ["local", "up", "--nodes", "many"], "usage", "'--nodes'"),
     ("local-no-subcommand", ["local", "frob"], "usage", "No such command"),
     ("down-no-inventory", ["down"], "usage", "Missing argument 'inventory'"),
+    ("nodes-no-inventory", ["nodes"], "usage", "Missing argument 'inventory'"),
+    ("nodes-check-with-value", ["nodes", "{inv}", "--check=yes"], "usage", "--check"),
     ("bench-no-inventory", ["bench"], "usage", "Missing argument 'inventory'"),
     ("bench-expect-word", ["bench", "{inv}", "--expect", "fast"], "usage", "'--expect'"),
     ("bench-expect-zero", ["bench", "{inv}", "--expect", "0"], "error", "--expect 0.0"),

@@ -45,6 +45,7 @@ REGISTRY = {
     "mpicluster.bench.network:client_command": "test_bench_iperf_client_keeps_a_hostile_peer_whole",
     "mpicluster.bench.rdma:client_command": "test_bench_ib_write_bw_keeps_hostile_words_whole",
     "mpicluster.bench.rdma:server_command": "test_bench_ib_write_bw_keeps_hostile_words_whole",
+    "mpicluster.health.states:command": "test_the_nodes_commands_split_back",
     "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
     "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
@@ -1198,3 +1199,16 @@ def test_batch_script_keeps_hostile_words_whole(tmp_path):
     assert (ended["code"], ended["status"]) == (7, 7) and ended["ended"] > time.time() - 60
     assert sorted(p.name for p in folder.iterdir()) == ["exit.json"]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_the_nodes_commands_split_back(tmp_path):
+    """`mpicluster nodes`: the check run through sudo (or not, without become), or its
+    last result read; every path one word."""
+    from mpicluster.cluster.layout import HEALTH_LAST, HEALTH_PROGRAM
+    from mpicluster.health.states import command
+
+    plan = inventory(tmp_path)
+    assert shlex.split(command(plan, True)) == ["sudo", "-n", HEALTH_PROGRAM, "--json"]
+    assert shlex.split(command(plan, False)) == ["cat", HEALTH_LAST, "2>/dev/null", "||", "true"]
+    bare = inventory(tmp_path, GOOD.replace("{user: alice}", "{user: alice, become: false}"))
+    assert shlex.split(command(bare, True)) == [HEALTH_PROGRAM, "--json"]

@@ -1,0 +1,10 @@
+"""Each node's health at a glance (`mpicluster nodes`): reachable or not, and the node's
+own health check (remote/health.py, installed by `up`): its last result, or one run now.
+
+`node_states(plan, check=...)` asks every node at once and returns a NodesReport; it
+never prints. The command is mpicluster/cli/nodes.py, the rendering
+mpicluster/render/nodes.py."""
+
+from mpicluster.health.states import NodesReport, NodeState, node_states
+
+__all__ = ["NodeState", "NodesReport", "node_states"]
