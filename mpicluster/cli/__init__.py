@@ -47,7 +47,8 @@ for command in cluster.COMMANDS:
     app.command()(command)
 app.command("doctor")(doctor.doctor)
 app.command("bench")(bench.bench)
-app.command("nodes")(nodes.nodes)
+for command in nodes.COMMANDS:
+    app.command()(command)
 app.command("run", context_settings=run.CONTEXT)(run.run)
 for command in jobs.COMMANDS:
     app.command()(command)

@@ -1,4 +1,5 @@
-"""`mpicluster nodes INVENTORY`: every node's state at a glance."""
+"""`mpicluster nodes INVENTORY`: every node's state at a glance; `cordon` and `uncordon`
+keep a node out of jobs and return it."""
 
 from __future__ import annotations
 
@@ -35,3 +36,47 @@ def nodes(
         report = node_states(ClusterPlan.load(inventory), check=check)
         show_nodes(display, report, as_json=json_output)
         raise typer.Exit(report.exit_code)
+
+
+NodeArg = Annotated[
+    str, typer.Argument(help="The node's name in the inventory.", show_default=False)
+]
+
+
+def cordon(
+    inventory: InventoryArg,
+    node: NodeArg,
+    reason: Annotated[
+        str,
+        typer.Option("--reason", help="Why (one line; shown wherever the node is listed)."),
+    ],
+    json_output: JsonOpt = False,
+) -> None:
+    """Keep a node out of jobs: it stays provisioned, and is left out of the hostfiles on
+    every node, of `run` and of the smoke test until `mpicluster uncordon`.
+
+    Exit codes: 0 cordoned (a node that could not be reached gets it later), 2 bad input.
+    """
+    _change(inventory, node, reason, json_output)
+
+
+def uncordon(inventory: InventoryArg, node: NodeArg, json_output: JsonOpt = False) -> None:
+    """Return a cordoned node: back in the hostfiles on every node, in `run` and the smoke
+    test.
+
+    Exit codes: 0 returned (or it was not cordoned), 2 bad input.
+    """
+    _change(inventory, node, None, json_output)
+
+
+def _change(inventory, node: str, reason: str | None, json_output: bool) -> None:
+    from mpicluster.health import change
+    from mpicluster.render.nodes import show_cordon
+
+    display = Display()
+    with guarded(display):
+        result = change(ClusterPlan.load(inventory), node, reason)
+        show_cordon(display, result, as_json=json_output)
+
+
+COMMANDS = [nodes, cordon, uncordon]

@@ -54,6 +54,8 @@ HEALTH_PROGRAM = "/usr/local/sbin/mpicluster-health"
 HEALTH_RECORD = f"{CONFIG_DIR}/health.json"
 #: The last result of the health check run as root (what `mpicluster nodes` shows).
 HEALTH_LAST = "/var/lib/mpicluster/health-last.json"
+#: The cordoned nodes (cluster/cordons.py), the same newest state on every node.
+CORDONS = f"{CONFIG_DIR}/cordons.json"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
 CONFIG_FILES = (HOSTFILE, HOSTFILE_MPICH, HOSTFILE_HOROVOD, HOSTFILE_DEEPSPEED, CLUSTER_JSON)
 #: The markers of mpicluster's blocks in /etc/environment and /etc/hosts.

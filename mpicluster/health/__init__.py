@@ -1,8 +1,9 @@
 """Each node's health at a glance (`mpicluster nodes`): reachable or not, and the node's
 own health check (remote/health.py, installed by `up`): its last result, or one run now.
 
-`node_states(plan, check=...)` asks every node at once and returns a NodesReport; it
-never prints. The command is mpicluster/cli/nodes.py, the rendering
+`node_states(plan, check=...)` asks every node at once and returns a NodesReport;
+`change(plan, node, reason)` cordons a node (or, reason None, returns it) on every node
+(cordons.py). Neither prints. The command is mpicluster/cli/nodes.py, the rendering
 mpicluster/render/nodes.py."""
 
 from mpicluster.health.states import NodesReport, NodeState, node_states

@@ -8,7 +8,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpicluster.cluster.layout import HEALTH_LAST, HEALTH_PROGRAM
+from mpicluster.cluster import cordons
+from mpicluster.cluster.cordons import Cordon
+from mpicluster.cluster.layout import CORDONS, HEALTH_LAST, HEALTH_PROGRAM
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 from mpicluster.util import exitcodes
@@ -26,10 +28,15 @@ class NodeState:
     problem: str = ""
     #: The health check's result (remote/health.py's JSON, with `at` when it was kept).
     health: dict[str, Any] | None = None
+    #: The node's cordon, from the newest state among the nodes.
+    cordon: Cordon | None = None
 
     @property
     def state(self) -> str:
-        """unreachable, unknown (no result yet, or none it could make), unhealthy, ready."""
+        """cordoned, unreachable, unknown (no result yet, or none it could make),
+        unhealthy, ready."""
+        if self.cordon is not None:
+            return "cordoned"
         if not self.reachable:
             return "unreachable"
         if self.health is None:
@@ -50,6 +57,8 @@ class NodeState:
         return {
             "name": self.name,
             "state": self.state,
+            "reachable": self.reachable,
+            "cordon": self.cordon.to_dict() if self.cordon else None,
             "problem": self.problem or None,
             "finding": self.finding,
             "checked_at": (self.health or {}).get("at"),
@@ -78,30 +87,55 @@ class NodesReport:
         }
 
 
+#: What follows the health result in each node's answer: the check's exit, the cordons.
+EXIT, CORDONED = "@@exit ", "@@cordons\n"
+
+
 def command(plan: ClusterPlan, check: bool) -> str:
     """One command per node: the check now, as root (it keeps its result), or its last
-    result read back."""
+    result read back; then the node's cordon state."""
+    tail = f"echo @@cordons; cat {shlex.quote(CORDONS)} 2>/dev/null; true"
     if not check:
-        return f"cat {shlex.quote(HEALTH_LAST)} 2>/dev/null || true"
+        return f"cat {shlex.quote(HEALTH_LAST)} 2>/dev/null; echo; echo @@exit 0; {tail}"
     run = f"{HEALTH_PROGRAM} --json"
-    return f"sudo -n {run}" if plan.logins.become else run
+    run = f"sudo -n {run}" if plan.logins.become else run
+    return f'{run}; echo "@@exit $?"; {tail}'
 
 
 def node_states(plan: ClusterPlan, *, check: bool = False, timeout: float = 60) -> NodesReport:
     answers = transport.run_everywhere(plan, command(plan, check), timeout=timeout)
+    texts = {name: split(answer) for name, answer in answers.items()}
+    state = cordons.newest(cordons.parse(cordoned) for _, _, cordoned in texts.values())
     report = NodesReport(plan.cluster, checked_now=check)
     for node in plan.nodes:
-        report.nodes.append(judged(node.name, answers.get(node.name), check))
+        found = judged(node.name, answers.get(node.name), texts.get(node.name))
+        found.cordon = state.cordons.get(node.name)
+        report.nodes.append(found)
     return report
 
 
-def judged(name: str, answer: transport.RemoteResult | None, check: bool) -> NodeState:
-    if answer is None or answer.error is not None:
+def split(answer: transport.RemoteResult) -> tuple[str, int | None, str]:
+    """A node's answer: the health result's text, the check's exit, the cordons' text."""
+    head, _, cordoned = answer.stdout.partition(CORDONED)
+    text, _, code = head.rpartition(EXIT)
+    try:
+        return text, int(code.strip()), cordoned
+    except ValueError:
+        return head, None, cordoned
+
+
+def judged(
+    name: str,
+    answer: transport.RemoteResult | None,
+    parts: tuple[str, int | None, str] | None,
+) -> NodeState:
+    if answer is None or answer.error is not None or parts is None:
         why = answer.error if answer is not None else "not asked"
         return NodeState(name, reachable=False, problem=why or "")
-    text = answer.stdout.strip()
-    if check and answer.exit_code not in JUDGED:
-        said = (answer.stderr.strip().splitlines() or [f"exit {answer.exit_code}"])[-1]
+    text, code, _ = parts
+    text = text.strip()
+    if code not in JUDGED:
+        said = (answer.stderr.strip().splitlines() or [f"exit {code}"])[-1]
         return NodeState(name, problem=f"its health check could not judge: {said}")
     if not text:
         return NodeState(name, problem="no health check has run as root here yet")

@@ -289,6 +289,11 @@ def cluster_packages(prefix):
         return None
 
 
+#: The cordoned nodes (layout.CORDONS): `up` keeps them out of the hostfiles, doctor
+#: expects them out.
+CORDONS = "/etc/mpicluster/cordons.json"
+
+
 def node_facts(prefix, cuda_home, with_gpus=True):
     gcc, gcc_error = gcc_version()
     return {
@@ -306,6 +311,7 @@ def node_facts(prefix, cuda_home, with_gpus=True):
         "current": current_stack(prefix),
         "stack_users": stack_users(prefix),
         "cluster_packages": cluster_packages(prefix),
+        "cordons": read_text(CORDONS),
     }
 
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from mpicluster.health import NodesReport
+from mpicluster.health import CordonResult, NodesReport
 from mpicluster.render.display import Display, styled
 from mpicluster.render.jobs import when
 
-STYLE = {"ready": "pass", "unhealthy": "fail", "unreachable": "fail", "unknown": "warn"}
+STYLE = {
+    "ready": "pass",
+    "unhealthy": "fail",
+    "unreachable": "fail",
+    "unknown": "warn",
+    "cordoned": "warn",
+}
 
 
 def show_nodes(display: Display, report: NodesReport, *, as_json: bool = False) -> None:
@@ -19,6 +25,9 @@ def show_nodes(display: Display, report: NodesReport, *, as_json: bool = False) 
     for node in report.nodes:
         finding = node.finding
         said = f"{finding['check']}: {finding['evidence']}" if finding else node.problem
+        if node.cordon is not None:
+            cordon = node.cordon
+            said = f"{cordon.reason} (by {cordon.by}, {cordon.who}, since {when(cordon.since)})"
         checked = ""
         if node.health:
             checked = when(node.health["at"]) if node.health.get("at") else "now"
@@ -27,3 +36,25 @@ def show_nodes(display: Display, report: NodesReport, *, as_json: bool = False) 
     display.table(
         f"Nodes of {report.cluster} ({how})", ["node", "state", "checked", "finding"], rows
     )
+
+
+def show_cordon(display: Display, result: CordonResult, *, as_json: bool = False) -> None:
+    if as_json:
+        display.json(result.to_dict())
+        return
+    node = result.node
+    if result.action == "unchanged":
+        display.success(f"{node} is not cordoned: nothing to return")
+    elif result.action == "cordoned":
+        cordon = result.state.cordons[node]
+        display.success(
+            f"{node} cordoned ({escape(cordon.reason)}): left out of the hostfiles on "
+            f"{len(result.written)} node(s), of `run` and of the smoke test"
+        )
+    else:
+        display.success(f"{node} returned: back in the hostfiles on {len(result.written)} node(s)")
+    for name, why in result.missed.items():
+        display.warning(
+            f"{name} could not be reached ({escape(why)}): it gets the cordons at the next "
+            "cordon, uncordon or up (the newest state wins)"
+        )

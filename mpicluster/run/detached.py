@@ -168,6 +168,8 @@ def start(
                 "stacks": remote.script("stacks"),
                 "pyspy": plan.layout.pyspy or "",
             }
+        for line in planned.left_out:
+            progress(line)
         progress(
             f"Starting job {job_id} detached on {planned.ranks} rank(s): "
             + ", ".join(f"{n} x{c}" for n, c in planned.placement.items())

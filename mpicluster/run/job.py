@@ -26,7 +26,8 @@ from pathlib import Path
 import paramiko
 
 from mpicluster import remote
-from mpicluster.cluster import layout
+from mpicluster.cluster import cordons, layout
+from mpicluster.cluster.cordons import CordonState
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import head_mpi, transport
@@ -123,9 +124,10 @@ FREE_PORT = (
     'os.write(1, b"%d" % s.getsockname()[1])'
 )
 #: After the head's MPI (nodes/head_mpi.py), in the same round trip before the launch: a
-#: free port for PyTorch's rendezvous, and the user.
+#: free port for PyTorch's rendezvous, the user, and the cordoned nodes.
 FACTS_TAIL = (
     f"; echo @@port; {remote.PYTHON} -c {shlex.quote(FREE_PORT)}; echo; echo @@user; id -un"
+    f"; echo @@cordons; cat {shlex.quote(layout.CORDONS)} 2>/dev/null; true"
 )
 
 
@@ -135,7 +137,8 @@ def facts_command(mpi_bin: str) -> str:
 
 def parse_head_facts(node: str, text: str) -> HeadFacts:
     mpi_part, _, rest = text.partition("@@port\n")
-    port, cut, user = rest.partition("@@user\n")
+    port, cut, tail = rest.partition("@@user\n")
+    user, _, cordoned = tail.partition("@@cordons\n")
     if not cut:
         raise MpiclusterError("the head node's answer was cut short", hint="run mpicluster doctor")
     if not head_mpi.slots(mpi_part):
@@ -144,7 +147,8 @@ def parse_head_facts(node: str, text: str) -> HeadFacts:
             hint="run `mpicluster up INVENTORY` first",
         )
     mpi = head_mpi.parse(node, mpi_part)
-    return HeadFacts(mpi.slots, mpi.major, int(port.strip() or 0), user.strip())
+    state = cordons.parse(cordoned) or CordonState()
+    return HeadFacts(mpi.slots, mpi.major, int(port.strip() or 0), user.strip(), state)
 
 
 def remote_command(
@@ -316,6 +320,8 @@ def run_job(
         job = planned_launch(client, plan, options, control_env, job_id)
         if dry_run:
             return JobResult(0, job.command(), job.ranks, time.monotonic() - started)
+        for line in job.left_out:
+            progress(line)
         progress(
             f"Running on {job.ranks} rank(s): "
             + ", ".join(f"{n} x{c}" for n, c in job.placement.items())

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from mpicluster.cluster import mpirun
+from mpicluster.cluster.cordons import CordonState
 from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.util.errors import UsageError
@@ -78,6 +79,8 @@ class HeadFacts:
     mpi_major: int
     free_port: int
     user: str
+    #: The cordon state the head keeps (cluster/cordons.py).
+    cordons: CordonState = field(default_factory=CordonState)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ class Launch:
     ranks: int
     mpi_major: int = 5
     via: Via = "mpirun"
+    #: One line for each cordoned node the job leaves out.
+    left_out: tuple[str, ...] = ()
 
     def node_of(self, rank: int) -> str | None:
         return node_of(self.placement, rank)
@@ -163,11 +168,27 @@ def check_hosts(plan: ClusterPlan, hosts: tuple[str, ...]) -> None:
         raise UsageError("--hosts names a node twice")
 
 
-def placement(plan: ClusterPlan, options: RunOptions, slots: Mapping[str, int]) -> dict:
-    """Ranks per node: every slot of the chosen nodes, or --per-node each, cut to -np
-    (options already validated)."""
+def placement(
+    plan: ClusterPlan,
+    options: RunOptions,
+    slots: Mapping[str, int],
+    cordoned: CordonState | None = None,
+) -> dict:
+    """Ranks per node: every slot of the chosen nodes (none cordoned), or --per-node each,
+    cut to -np (options already validated)."""
+    state = cordoned or CordonState()
     names = [n.name for n in plan.nodes]
-    chosen = list(options.hosts) or [n for n in names if n in slots]
+    for host in options.hosts:
+        if host in state.cordons:
+            raise UsageError(
+                f"--hosts {host}: {state.describe(host)}: `mpicluster uncordon` returns it"
+            )
+    chosen = list(options.hosts) or [n for n in state.ready(names) if n in slots]
+    if not chosen and names and not state.ready(names):
+        raise UsageError(
+            f"every node is cordoned ({', '.join(state.describe(n) for n in names)}): "
+            "`mpicluster uncordon INVENTORY NODE` returns one"
+        )
     missing = [h for h in chosen if h not in slots]
     if missing:
         raise UsageError(
@@ -282,14 +303,25 @@ def build(
     job_id: str = "",
 ) -> Launch:
     validate(plan, options, control_env)
-    where = placement(plan, options, head.slots)
+    where = placement(plan, options, head.slots, head.cordons)
+    names = [n.name for n in plan.nodes]
+    left_out = (
+        ()
+        if options.hosts
+        else tuple(
+            f"{head.cordons.describe(n)}: left out" for n in names if n in head.cordons.cordons
+        )
+    )
     env = rank_environment(options, control_env, plan.network.interface)
     if job_id:  # finds the job's processes on the nodes (the hang report)
         env["MPICLUSTER_JOB"] = job_id
     if options.via == "slurm":
         # Slurm numbers the ranks in its own node order (slurm.conf's: the inventory's)
         order = [n.name for n in plan.nodes]
-        return _srun(options, head, env, {h: where[h] for h in order if h in where})
+        return replace(
+            _srun(options, head, env, {h: where[h] for h in order if h in where}),
+            left_out=left_out,
+        )
     ranks = sum(where.values())
     # the stack's own mpirun, the one the head's facts asked (nodes/head_mpi.py)
     command = Mpirun.of(plan.layout, head.mpi_major, root=head.user == "root")
@@ -306,7 +338,8 @@ def build(
         program = ["sh", "-c", TORCH_WRAPPER, "sh", *program_argv(options)]
     else:
         program = program_argv(options)
-    return Launch(command.argv(hosts, tagged, program), env, where, ranks, head.mpi_major)
+    argv = command.argv(hosts, tagged, program)
+    return Launch(argv, env, where, ranks, head.mpi_major, left_out=left_out)
 
 
 def rendezvous(options: RunOptions, head: HeadFacts, env: dict[str, str], where: dict) -> None:

@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import remote, slurm
+from mpicluster.cluster import cordons
 from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster.cordons import CordonState
 from mpicluster.cluster.layout import (
     CLUSTER_JSON,
+    CORDONS,
     ENV_FILE,
     HEALTH_PROGRAM,
     HEALTH_RECORD,
@@ -124,7 +127,12 @@ class ControlFiles:
         return cls(ensure_cluster_key(plan.cluster), munge)
 
 
-def extravars(plan: ClusterPlan, cores: dict[str, int], files: ControlFiles) -> dict[str, Any]:
+def extravars(
+    plan: ClusterPlan,
+    cores: dict[str, int],
+    files: ControlFiles,
+    cordoned: CordonState | None = None,
+) -> dict[str, Any]:
     """The playbooks' inputs (each role declares the ones it reads in
     meta/argument_specs.yml): what every run takes (ClusterPlan.playbook_inputs), and
     up's own."""
@@ -151,17 +159,23 @@ def extravars(plan: ClusterPlan, cores: dict[str, int], files: ControlFiles) -> 
         "mpicluster_cluster_pubkey": files.key.public_line,
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
         "mpicluster_templates": str(data_path("templates")),
-        "mpicluster_config_files": config_files(plan, node_slots, nodes),
+        "mpicluster_config_files": config_files(plan, node_slots, nodes, cordoned),
         **slurm.scheduler_vars(plan, files.munge_key),
         **slurm.teardown_vars(),
     }
 
 
 def config_files(
-    plan: ClusterPlan, node_slots: dict[str, int], nodes: list[dict[str, Any]]
+    plan: ClusterPlan,
+    node_slots: dict[str, int],
+    nodes: list[dict[str, Any]],
+    cordoned: CordonState | None = None,
 ) -> list[dict[str, str]]:
     """What the hostfiles role writes on every node (one module call, changed files only):
-    the hostfiles, the environment for users' scripts, cluster.json, the smoke programs."""
+    the hostfiles (without the cordoned nodes), the cordons themselves, the environment
+    for users' scripts, cluster.json, the smoke programs, the health check."""
+    state = cordoned or CordonState()
+    ready = {name: count for name, count in node_slots.items() if name not in state.cordons}
     described = {
         "cluster": plan.cluster,
         "install": plan.stack.install,
@@ -170,7 +184,8 @@ def config_files(
         "nodes": [{k: n[k] for k in ("name", "ip", "gpus", "slots")} for n in nodes],
     }
     texts = {
-        **hostfile.rendered(node_slots),
+        **hostfile.rendered(ready),
+        CORDONS: state.to_json(),
         ENV_FILE: plan.layout.shell_exports(dict(plan.mpi_env)),
         CLUSTER_JSON: templates.render("cluster.json.j2", cluster=described),
     }
@@ -227,7 +242,8 @@ def _provision(
     facts = node_facts.gather(plan, applied=True)
     supported.check(plan, facts)
     node_facts.check_gpus(plan, facts)
-    variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan))
+    cordoned = cordons.newest(cordons.parse(seen.get("cordons")) for seen in facts.values())
+    variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan), cordoned)
     stack = StackPlan()
     if plan.stack.install == "source":
         stack = prepare_stack(plan, facts, progress)
@@ -261,7 +277,7 @@ def _provision(
             return result
         # The probes proved the stack the one its framework runs passed on: MPI's own
         # runs prove the cluster; Horovod's and torch's wait for --full or a change.
-        result.smoke = run_smoke(plan, progress, frameworks=False)
+        result.smoke = run_smoke(smoked(plan, cordoned, progress), progress, frameworks=False)
         if result.smoke.ok:
             result.seconds = time.monotonic() - started
             return result
@@ -283,9 +299,19 @@ def _provision(
         on_event=on_event,
     )
     if result.playbook.ok and smoke:
-        result.smoke = run_smoke(plan, progress)
+        result.smoke = run_smoke(smoked(plan, cordoned, progress), progress)
     result.seconds = time.monotonic() - started
     return result
+
+
+def smoked(plan: ClusterPlan, cordoned: CordonState, progress: Progress) -> ClusterPlan:
+    """The cluster the smoke test proves: every node that is not cordoned."""
+    names = [n.name for n in plan.nodes]
+    for name in names:
+        if name in cordoned.cordons:
+            progress(f"{cordoned.describe(name)}: left out of the smoke test")
+    ready = cordoned.ready(names)
+    return plan if ready == names or not ready else plan.only_nodes(ready)
 
 
 def describe_plan(stack: StackPlan) -> list[str]:

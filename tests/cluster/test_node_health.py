@@ -101,3 +101,54 @@ def test_a_nearly_full_dev_shm_makes_the_node_unhealthy(ready):
     finally:
         cluster.ssh(BROKEN, "sudo rm -f /dev/shm/mpicluster-test-fill")
     assert health(ready, BROKEN).returncode == 0
+
+
+def hostfile_hosts(ready) -> dict[str, list[str]]:
+    """Each node's /etc/mpicluster/hostfile, as the hosts it lists."""
+    found = {}
+    for node in ready["nodes"]:
+        text = ready["cluster"].ssh(node, "cat /etc/mpicluster/hostfile").stdout
+        found[node] = [line.split()[0] for line in text.splitlines() if line.strip()]
+    return found
+
+
+def test_a_cordoned_node_is_left_out_of_hostfiles_run_and_up_until_returned(ready):
+    inventory, nodes_ = str(ready["inventory"]), ready["nodes"]
+    rest = [n for n in nodes_ if n != BROKEN]
+    bad = mpicluster("cordon", inventory, "node9", "--reason", "x", check=False)
+    assert bad.returncode == 2 and "'node9': no such node (one of: node1, node2, node3)" in (
+        bad.stderr
+    )
+    two = mpicluster("cordon", inventory, BROKEN, "--reason", "a\nb", check=False)
+    assert two.returncode == 2 and "one line of text" in two.stderr
+    done = mpicluster("cordon", inventory, BROKEN, "--reason", "disk errors (test)")
+    assert f"{BROKEN} cordoned (disk errors (test))" in done.stdout
+    try:
+        assert hostfile_hosts(ready) == dict.fromkeys(nodes_, rest)
+        code, report = nodes(ready)
+        assert states(report)[BROKEN] == "cordoned" and code == 1
+        (entry,) = [n for n in report["nodes"] if n["name"] == BROKEN]
+        assert (entry["cordon"]["reason"], entry["cordon"]["by"]) == (
+            "disk errors (test)",
+            "operator",
+        )
+        ran = mpicluster("run", inventory, "--", "hostname", check=False)
+        assert ran.returncode == 0, ran.stderr
+        assert sorted(ran.stdout.split()) == sorted(rest)
+        assert f"{BROKEN} is cordoned (disk errors (test); by operator): left out" in ran.stderr
+        named = mpicluster("run", inventory, "--hosts", BROKEN, "--", "hostname", check=False)
+        assert named.returncode == 2 and "`mpicluster uncordon` returns it" in named.stderr
+        # up keeps it out: the hostfiles, and the smoke test
+        up = mpicluster("up", inventory, timeout=1800)
+        assert f"{BROKEN} is cordoned (disk errors (test); by operator): left out of the smoke" in (
+            up.stderr + up.stdout
+        )
+        assert hostfile_hosts(ready) == dict.fromkeys(nodes_, rest)
+    finally:
+        back = mpicluster("uncordon", inventory, BROKEN)
+    assert f"{BROKEN} returned" in back.stdout
+    assert hostfile_hosts(ready) == dict.fromkeys(nodes_, nodes_)
+    ran = mpicluster("run", inventory, "--", "hostname")
+    assert sorted(ran.stdout.split()) == sorted(nodes_)
+    again = mpicluster("uncordon", inventory, BROKEN)
+    assert f"{BROKEN} is not cordoned" in again.stdout

@@ -122,7 +122,7 @@ ROOMS: dict[str, set[str]] = {
     "doctor": {"util", "cluster", "nodes", "remote", "doctor", "slurm", "bench"},
     "bench": {"util", "cluster", "nodes", "remote", "bench", "smoke"},
     "local": {"util", "cluster", "nodes", "local"},
-    "health": {"util", "cluster", "nodes", "health"},
+    "health": {"util", "cluster", "nodes", "remote", "health"},
     "render": {"util", "cluster", "nodes", "render", *FEATURES},
     "cli": {"util", "cluster", "nodes", "render", "cli", *FEATURES},
 }

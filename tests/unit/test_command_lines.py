@@ -46,6 +46,8 @@ REGISTRY = {
     "mpicluster.bench.rdma:client_command": "test_bench_ib_write_bw_keeps_hostile_words_whole",
     "mpicluster.bench.rdma:server_command": "test_bench_ib_write_bw_keeps_hostile_words_whole",
     "mpicluster.health.states:command": "test_the_nodes_commands_split_back",
+    "mpicluster.health.cordons:write": "test_the_cordon_writer_keeps_every_file_whole",
+    "mpicluster.health.cordons:read_command": "test_the_cordon_writer_keeps_every_file_whole",
     "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
     "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
@@ -481,7 +483,7 @@ def test_job_env_install_runs_paths_and_pins_intact(tmp_path, marker, monkeypatc
 
 
 def test_head_facts_command_runs_under_sh(tmp_path, marker):
-    """The head's facts (nodes/head_mpi.py, and run's port and user after them), run here
+    """The head's facts (nodes/head_mpi.py, and run's port, user and cordons after them), run here
     by /bin/sh: a real mpirun (Debian's, which `make test` installs) read as Open MPI
     with its series; a hostile prefix stays one word (no marker made) and is named."""
     from mpicluster.nodes import head_mpi
@@ -495,7 +497,8 @@ def test_head_facts_command_runs_under_sh(tmp_path, marker):
         job.parse_head_facts("here", facts_text)
     mpi = head_mpi.parse("here", facts_text)
     assert mpi.version.is_open_mpi and mpi.major in (4, 5) and mpi.slots == {}
-    assert facts_text.rstrip().endswith(getpass.getuser())
+    user, _, cordoned = facts_text.rpartition("@@user\n")[2].partition("@@cordons\n")
+    assert (user.strip(), cordoned) == (getpass.getuser(), "")  # no cordons here
     for value in hostile(marker):
         done = subprocess.run(
             ["sh", "-c", head_mpi.command(value)], capture_output=True, text=True, check=False
@@ -1203,12 +1206,38 @@ def test_batch_script_keeps_hostile_words_whole(tmp_path):
 
 def test_the_nodes_commands_split_back(tmp_path):
     """`mpicluster nodes`: the check run through sudo (or not, without become), or its
-    last result read; every path one word."""
-    from mpicluster.cluster.layout import HEALTH_LAST, HEALTH_PROGRAM
+    last result read, then the cordons; every path one word."""
+    from mpicluster.cluster.layout import CORDONS, HEALTH_LAST, HEALTH_PROGRAM
     from mpicluster.health.states import command
 
     plan = inventory(tmp_path)
-    assert shlex.split(command(plan, True)) == ["sudo", "-n", HEALTH_PROGRAM, "--json"]
-    assert shlex.split(command(plan, False)) == ["cat", HEALTH_LAST, "2>/dev/null", "||", "true"]
+    tail = ["echo", "@@cordons;", "cat", CORDONS, "2>/dev/null;", "true"]
+    checked = shlex.split(command(plan, True))
+    assert checked == ["sudo", "-n", HEALTH_PROGRAM, "--json;", "echo", "@@exit $?;", *tail]
+    read = shlex.split(command(plan, False))
+    assert read == ["cat", HEALTH_LAST, "2>/dev/null;", "echo;", "echo", "@@exit", "0;", *tail]
     bare = inventory(tmp_path, GOOD.replace("{user: alice}", "{user: alice, become: false}"))
-    assert shlex.split(command(bare, True)) == [HEALTH_PROGRAM, "--json"]
+    assert shlex.split(command(bare, True))[:2] == [HEALTH_PROGRAM, "--json;"]
+
+
+def test_the_cordon_writer_keeps_every_file_whole(tmp_path, monkeypatch):
+    """cordon's writer: its program one word after -c (sudo or not), the files as JSON on
+    stdin; run here, it writes each file whole at a hostile path."""
+    from mpicluster.health import cordons as cordon_io
+    from mpicluster.nodes import transport
+
+    plan = inventory(tmp_path)
+    seen = {}
+
+    def fake_everywhere(plan, command, *, nodes=None, stdin=None, **kw):
+        seen.update(command=command, stdin=stdin)
+        return transport.GroupResult()
+
+    monkeypatch.setattr(transport, "run_everywhere", fake_everywhere)
+    target = tmp_path / "it's $(x) a `file`"
+    cordon_io.write(plan, list(plan.nodes), {str(target): "n1 slots=2\n"})
+    words = shlex.split(seen["command"])
+    assert words[:4] == ["sudo", "-n", remote.PYTHON, "-c"] and len(words) == 5
+    subprocess.run([sys.executable, "-c", words[4]], input=seen["stdin"], text=True, check=True)
+    assert target.read_text() == "n1 slots=2\n" and oct(target.stat().st_mode)[-3:] == "644"
+    assert shlex.split(cordon_io.read_command())[:2] == ["cat", "/etc/mpicluster/cordons.json"]

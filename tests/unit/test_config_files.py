@@ -88,3 +88,19 @@ def test_the_role_writes_every_hostfile_the_environment_cluster_json_and_the_pro
     described = json.loads(written[layout.CLUSTER_JSON])
     assert [n["name"] for n in described["nodes"]] == ["node1", "node2"]
     assert written[layout.CLUSTER_JSON].startswith('{\n    "cluster": "demo"')
+
+
+def test_the_cordoned_nodes_are_left_out_of_the_hostfiles_and_their_state_is_written():
+    from mpicluster.cluster import cordons
+    from mpicluster.cluster.cordons import Cordon, CordonState
+
+    plan = ClusterPlan.of(
+        parse_inventory("cluster: demo\nnodes:\n  - {name: node1}\n  - {name: node2}\n")
+    )
+    state = CordonState(2, {"node2": Cordon("bad disk", 1.0)})
+    written = {
+        f["path"]: f["content"] for f in config_files(plan, {"node1": 2, "node2": 2}, [], state)
+    }
+    assert written[layout.HOSTFILE] == "node1 slots=2\n"
+    assert cordons.parse(written[layout.CORDONS]) == state
+    assert f'CORDONS = "{layout.CORDONS}"' in (remote.HERE / "nodeinfo.py").read_text()

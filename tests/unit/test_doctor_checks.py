@@ -710,3 +710,20 @@ def test_mesh_judges_the_pairs_it_did_not_log_in_over_from_both_nodes_facts():
     report = mesh.check(gathered(tweak=stale, ssh_pairs=tried))
     (result,) = [r for r in report.results if r.status != Status.PASS]
     assert (result.node, result.peer) == ("node1", "node2") and "stale" in result.fix
+
+
+def test_hostfiles_without_a_cordoned_node_are_what_up_writes():
+    from mpicluster.cluster.cordons import Cordon, CordonState
+
+    state = CordonState(1, {"node2": Cordon("bad disk", 1.0)}).to_json()
+
+    def tweak(facts):
+        for name in NODES:
+            facts[name]["cordons"] = state if name != "node3" else None  # node3 missed it
+            files = facts[name]["files"]
+            for path in hostfile.PATHS:
+                files[path] = hostfile.render({"node1": 1, "node3": 1}, hostfile.PATHS[path])
+
+    report = basics.check_hostfile(gathered(tweak=tweak))
+    assert bad(report) == set()
+    assert bad(basics.check_hostfile(gathered())) == set()  # no cordons: every node

@@ -357,3 +357,18 @@ def test_a_failed_ranks_tail_ends_with_its_exception_not_mpis_banner_after_it():
     assert streams.at_traceback[1][-1] == "AssertionError: rank 1 gives up"
     assert streams.at_traceback[1][0] == "Traceback (most recent call last):"
     assert list(streams.tails[1])[-1] == "MPI_ABORT banner 11"
+
+
+def test_a_cordoned_node_is_left_out_said_so_and_refused_by_name():
+    from mpicluster.cluster.cordons import Cordon, CordonState
+
+    state = CordonState(1, {"node2": Cordon("bad disk", 1.0, "doctor", "me@here")})
+    head = HeadFacts({"node1": 2, "node3": 2}, 5, 29500, "vagrant", state)  # its hostfile
+    launch = build(INVENTORY, RunOptions(program=("a",)), head, {})
+    assert launch.placement == {"node1": 2, "node3": 2}
+    assert launch.left_out == ("node2 is cordoned (bad disk; by doctor): left out",)
+    with pytest.raises(UsageError, match=r"--hosts node2: node2 is cordoned \(bad disk"):
+        build(INVENTORY, RunOptions(program=("a",), hosts=("node2",)), head, {})
+    every = CordonState(3, dict.fromkeys(("node1", "node2", "node3"), Cordon("x", 1.0)))
+    with pytest.raises(UsageError, match="every node is cordoned"):
+        build(INVENTORY, RunOptions(program=("a",)), HeadFacts({}, 5, 1, "u", every), {})

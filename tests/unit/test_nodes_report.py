@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mpicluster.health.states import NodesReport, judged
+from mpicluster.cluster.cordons import Cordon, CordonState
+from mpicluster.health.states import NodesReport, judged, split
 from mpicluster.nodes.transport import RemoteResult
 
 HEALTHY = {"node": "n1", "healthy": True, "findings": [], "at": 1700000000.0}
@@ -16,17 +17,23 @@ SICK = {
         {"check": "stack", "status": "fail", "evidence": "1 changed", "fix": "run up"},
     ],
 }
+STATE = CordonState(3, {"n2": Cordon("bad disk", 1700000000.0, "doctor", "me@here")})
 
 
-def answer(name: str, out: str = "", code: int = 0, **kw) -> RemoteResult:
-    return RemoteResult(name, stdout=out, exit_code=code, **kw)
+def answer(name: str, health: str = "", code: int = 0, cordons: str = "", **kw) -> RemoteResult:
+    out = f"{health}\n@@exit {code}\n@@cordons\n{cordons}"
+    return RemoteResult(name, stdout=out, exit_code=0, **kw)
+
+
+def state(name: str, reply: RemoteResult):
+    return judged(name, reply, split(reply) if reply.error is None else None)
 
 
 def test_each_answer_is_one_state_with_its_first_failure():
-    ready = judged("n1", answer("n1", json.dumps(HEALTHY)), check=False)
-    sick = judged("n2", answer("n2", json.dumps(SICK) + "\n", code=1), check=True)
-    gone = judged("n3", answer("n3", error="timed out after 10 s"), check=False)
-    never = judged("n4", answer("n4", ""), check=False)
+    ready = state("n1", answer("n1", json.dumps(HEALTHY)))
+    sick = state("n2", answer("n2", json.dumps(SICK), code=1))
+    gone = state("n3", RemoteResult("n3", error="timed out after 10 s"))
+    never = state("n4", answer("n4"))
     assert [s.state for s in (ready, sick, gone, never)] == [
         "ready",
         "unhealthy",
@@ -40,13 +47,27 @@ def test_each_answer_is_one_state_with_its_first_failure():
     assert report.to_dict()["nodes"][1]["finding"]["evidence"] == "1 changed"
 
 
+def test_a_cordon_outranks_every_other_state_and_carries_its_reason():
+    reply = answer("n2", json.dumps(SICK), code=1, cordons=STATE.to_json())
+    text, code, cordoned = split(reply)
+    assert (json.loads(text)["node"], code, cordoned) == ("n2", 1, STATE.to_json())
+    found = state("n2", reply)
+    found.cordon = STATE.cordons["n2"]
+    assert found.state == "cordoned"
+    assert found.to_dict()["cordon"] == {
+        "reason": "bad disk",
+        "since": 1700000000.0,
+        "by": "doctor",
+        "who": "me@here",
+    }
+
+
 def test_a_check_that_could_not_judge_says_why():
     refused = answer("n1", "", code=2, stderr="mpicluster-health: no record of the cluster\n")
-    state = judged("n1", refused, check=True)
-    assert state.state == "unknown"
-    assert (
-        state.problem
-        == "its health check could not judge: mpicluster-health: no record of the cluster"
+    found = state("n1", refused)
+    assert found.state == "unknown"
+    assert found.problem == (
+        "its health check could not judge: mpicluster-health: no record of the cluster"
     )
-    odd = judged("n1", answer("n1", "not json"), check=False)
+    odd = state("n1", answer("n1", "not json"))
     assert odd.problem.startswith("its health check's result is not JSON")

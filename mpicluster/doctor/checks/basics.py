@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import statistics
 
+from mpicluster.cluster import cordons, layout
 from mpicluster.cluster import hostfiles as hostfile
-from mpicluster.cluster import layout
+from mpicluster.cluster.cordons import CordonState
 from mpicluster.doctor.checks.common import UP, per_node
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
@@ -46,14 +47,21 @@ def check_clock(g: Gathered) -> CheckReport:
     return report
 
 
+def cordoned(g: Gathered) -> CordonState:
+    """The newest cordon state among the nodes that answered (cluster/cordons.py)."""
+    return cordons.newest(cordons.parse((g.facts(n) or {}).get("cordons")) for n in g.probed)
+
+
 def expected_hostfiles(g: Gathered) -> dict[str, str | None]:
-    """The files `up` would write; None where a node's slots cannot be known."""
+    """The files `up` would write (without the cordoned nodes); None where a node's
+    slots cannot be known."""
     cores = {n: int((g.facts(n) or {}).get("nproc") or 1) for n in g.probed}
     try:
         slots = hostfile.slots(g.plan, cores)
     except UsageError:  # a node without slots, GPUs or facts: its slots are unknown
         return dict.fromkeys(hostfile.PATHS)
-    return hostfile.rendered(slots)
+    state = cordoned(g)
+    return hostfile.rendered({n: s for n, s in slots.items() if n not in state.cordons})
 
 
 def check_hostfile(g: Gathered) -> CheckReport:
@@ -66,7 +74,7 @@ def check_hostfile(g: Gathered) -> CheckReport:
 def judge_hostfile(g: Gathered, expected: dict, node: str, facts: dict) -> list[Result]:
     files = facts.get("files") or {}
     results: list[Result] = []
-    names = g.names
+    names, hosts = g.names, cordoned(g).ready(g.names)  # cluster.json lists the cordoned
     for path, wanted in expected.items():
         text = files.get(path)
         if text is None:
@@ -80,11 +88,11 @@ def judge_hostfile(g: Gathered, expected: dict, node: str, facts: dict) -> list[
                     f"{UP}: it rewrites the hostfiles from the inventory",
                 )
             )
-        elif wanted is None and _hosts_in(text) != names:
+        elif wanted is None and _hosts_in(text) != hosts:
             results.append(
                 failed(
                     node,
-                    f"{path} lists {', '.join(_hosts_in(text))}; the inventory: {', '.join(names)}",
+                    f"{path} lists {', '.join(_hosts_in(text))}; the inventory: {', '.join(hosts)}",
                     f"{UP}: it rewrites the hostfiles from the inventory",
                 )
             )
