@@ -6,6 +6,7 @@ own health check (remote/health.py, installed by `up`): its last result, or one 
 (cordons.py). Neither prints. The command is mpicluster/cli/nodes.py, the rendering
 mpicluster/render/nodes.py."""
 
+from mpicluster.health.cordons import CordonResult, change
 from mpicluster.health.states import NodesReport, NodeState, node_states
 
-__all__ = ["NodeState", "NodesReport", "node_states"]
+__all__ = ["CordonResult", "NodeState", "NodesReport", "change", "node_states"]

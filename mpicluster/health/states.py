@@ -95,11 +95,11 @@ def command(plan: ClusterPlan, check: bool) -> str:
     """One command per node: the check now, as root (it keeps its result), or its last
     result read back; then the node's cordon state."""
     tail = f"echo @@cordons; cat {shlex.quote(CORDONS)} 2>/dev/null; true"
+    sudo = "sudo -n " if plan.logins.become else ""  # the record's folder is root's alone
     if not check:
-        return f"cat {shlex.quote(HEALTH_LAST)} 2>/dev/null; echo; echo @@exit 0; {tail}"
-    run = f"{HEALTH_PROGRAM} --json"
-    run = f"sudo -n {run}" if plan.logins.become else run
-    return f'{run}; echo "@@exit $?"; {tail}'
+        last = f"{sudo}cat {shlex.quote(HEALTH_LAST)} 2>/dev/null"
+        return f"{last}; echo; echo @@exit 0; {tail}"
+    return f'{sudo}{HEALTH_PROGRAM} --json; echo "@@exit $?"; {tail}'
 
 
 def node_states(plan: ClusterPlan, *, check: bool = False, timeout: float = 60) -> NodesReport:

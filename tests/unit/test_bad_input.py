@@ -10,6 +10,7 @@ MPICLUSTER_HOME and HOME point into tmp_path, so no state is written elsewhere.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -128,6 +129,11 @@ CASES = [
     ("down-no-inventory", ["down"], "usage", "Missing argument 'inventory'"),
     ("nodes-no-inventory", ["nodes"], "usage", "Missing argument 'inventory'"),
     ("nodes-check-with-value", ["nodes", "{inv}", "--check=yes"], "usage", "--check"),
+    ("cordon-no-reason", ["cordon", "{inv}", "n1"], "usage", "--reason"),
+    ("cordon-unknown-node", ["cordon", "{inv}", "n9", "--reason", "x"], "error", "'n9': no such"),
+    ("cordon-reason-lines", ["cordon", "{inv}", "n1", "--reason", "a\nb"], "error", "one line"),
+    ("cordon-reason-empty", ["cordon", "{inv}", "n1", "--reason", " "], "error", "say why"),
+    ("uncordon-unknown-node", ["uncordon", "{inv}", "n9"], "error", "'n9': no such node"),
     ("bench-no-inventory", ["bench"], "usage", "Missing argument 'inventory'"),
     ("bench-expect-word", ["bench", "{inv}", "--expect", "fast"], "usage", "'--expect'"),
     ("bench-expect-zero", ["bench", "{inv}", "--expect", "0"], "error", "--expect 0.0"),
@@ -419,6 +425,16 @@ def test_the_listener_sees_a_good_command(place, listener):
     """The harness itself: a valid `run` does reach the node's port (and fails there)."""
     result = CliRunner().invoke(app, ["run", place["inv"], "--", "true"])
     assert result.exit_code not in (0, 2), result.output
+    assert listener.count >= 1
+
+
+def test_nodes_says_a_node_it_cannot_log_in_to_is_unreachable(place, listener):
+    """`nodes` end to end on this machine: the node's port answers no SSH."""
+    result = CliRunner().invoke(app, ["nodes", place["inv"], "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.output[result.output.index("{") :])
+    (node,) = report["nodes"]
+    assert (node["name"], node["state"], node["cordon"]) == ("n1", "unreachable", None)
     assert listener.count >= 1
 
 

@@ -1215,7 +1215,8 @@ def test_the_nodes_commands_split_back(tmp_path):
     checked = shlex.split(command(plan, True))
     assert checked == ["sudo", "-n", HEALTH_PROGRAM, "--json;", "echo", "@@exit $?;", *tail]
     read = shlex.split(command(plan, False))
-    assert read == ["cat", HEALTH_LAST, "2>/dev/null;", "echo;", "echo", "@@exit", "0;", *tail]
+    last = ["sudo", "-n", "cat", HEALTH_LAST, "2>/dev/null;"]
+    assert read == [*last, "echo;", "echo", "@@exit", "0;", *tail]
     bare = inventory(tmp_path, GOOD.replace("{user: alice}", "{user: alice, become: false}"))
     assert shlex.split(command(bare, True))[:2] == [HEALTH_PROGRAM, "--json;"]
 
