@@ -1,7 +1,11 @@
 """The node's own health check as `up` installs it on the cluster the session built from
 source (tests/cluster/conftest.py's `build`): healthy on every node as root and as the
 MPI user; then one break at a time on node2, each named by the check in NHC's manner
-and gone once undone (the same judges doctor uses: tests/unit/test_node_health.py).
+and gone once undone (the same judges doctor uses: tests/unit/test_node_health.py);
+then node2 cordoned and returned.
+
+Named to run after test_stack_build.py, whose tests need the cluster as `local up`
+left it (pytest runs the modules in name order); its `ready` runs `up` first.
 """
 
 from __future__ import annotations
