@@ -117,19 +117,16 @@ class ClusterPlan:
 
     @property
     def total_gpus(self) -> int:
-        return sum(node.gpus for node in self.nodes)
+        return self._inventory.total_gpus
 
     @property
     def has_gpus(self) -> bool:
-        return self.total_gpus > 0
+        return self._inventory.has_gpus
 
     @property
     def gpu_nodes(self) -> list[Node]:
-        """The nodes whose GPUs the smoke tests run on: the ones with GPUs, and none
-        where the stack is built for GPUs that are not there (stack.gpus_present: false)."""
-        if not self.stack.gpus_present:
-            return []
-        return [node for node in self.nodes if node.gpus]
+        """The nodes whose GPUs the smoke tests run on (Inventory.gpu_nodes)."""
+        return self._inventory.gpu_nodes
 
     @property
     def controller(self) -> Node | None:
