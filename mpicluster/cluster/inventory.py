@@ -340,6 +340,18 @@ class Scheduler(_Model):
     default_time: SlurmTime | None = None
 
 
+class Health(_Model):
+    """The node's own health check (/usr/local/sbin/mpicluster-health)."""
+
+    #: With Slurm: seconds between two runs of the check on every node (slurmd's
+    #: HealthCheckInterval); a failing node is drained, and returned after two passes.
+    interval: Annotated[int, Field(ge=5, le=86400)] = 300
+    #: A site's own command, run at every drain or return (Slurm, on the node) and every
+    #: cordon or return (on the control machine), with the node, the state and the
+    #: reason as its three arguments.
+    on_change: UserPath | None = None
+
+
 #: Open MPI parameter names (ompi_info's), e.g. mpi_yield_when_idle, btl_tcp_links.
 _MCA_NAME = re.compile(r"[a-z][a-z0-9_]{0,79}")
 #: Values /etc/environment takes literally (pam_env expands and quotes nothing there):
@@ -405,6 +417,7 @@ class Inventory(_Model):
     sources: Sources = Sources()
     #: Unset: no scheduler (jobs start with mpirun or `mpicluster run`).
     scheduler: Scheduler | None = None
+    health: Health = Health()
 
     #: The file this inventory was read from (set by load_inventory).
     path: Path | None = Field(default=None, exclude=True)

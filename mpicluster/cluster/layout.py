@@ -54,6 +54,13 @@ HEALTH_PROGRAM = "/usr/local/sbin/mpicluster-health"
 HEALTH_RECORD = f"{CONFIG_DIR}/health.json"
 #: The last result of the health check run as root (what `mpicluster nodes` shows).
 HEALTH_LAST = "/var/lib/mpicluster/health-last.json"
+#: With Slurm, slurmd's health program and prolog: the check in its two modes.
+HEALTH_SLURM = "/usr/local/sbin/mpicluster-health-slurm"
+HEALTH_PROLOG = "/usr/local/sbin/mpicluster-prolog"
+#: The check's record of the drain it made (remote/slurmnode.py), and its lock.
+SLURM_DRAIN = "/var/lib/mpicluster/slurm-drain.json"
+#: Written by `up` on every node while it changes them: the checks drain nothing.
+HEALTH_CHANGING = "/var/lib/mpicluster/changing.json"
 #: The cordoned nodes (cluster/cordons.py), the same newest state on every node.
 CORDONS = f"{CONFIG_DIR}/cordons.json"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
@@ -237,6 +244,12 @@ class Layout:
             {"path": PEERMEM_CONF, "kind": "file"},
             {"path": CONFIG_DIR, "kind": "tree"},
             {"path": HEALTH_PROGRAM, "kind": "file"},
+            {"path": HEALTH_SLURM, "kind": "file"},
+            {"path": HEALTH_PROLOG, "kind": "file"},
+            # up's own marker while it runs, and the check's drain record
+            {"path": HEALTH_CHANGING, "kind": "file", "unwatched": True},
+            {"path": SLURM_DRAIN, "kind": "file", "unwatched": True},
+            {"path": f"{SLURM_DRAIN}.lock", "kind": "file", "unwatched": True},
             # written by each run of the check, not by up: the fast path does not watch it
             {"path": HEALTH_LAST, "kind": "file", "unwatched": True},
             {"path": BUILD_SCRATCH, "kind": "tree"},
@@ -283,6 +296,7 @@ class Layout:
             "block_begin": BLOCK_BEGIN,
             "block_end": BLOCK_END,
             "journal": JOURNAL,
+            "health_changing": HEALTH_CHANGING,
             "applied": APPLIED,
             "relay_dir": RELAY_DIR,
             "cluster_packages": self.cluster_packages,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster.cluster.inventory import (
+    Health,
     Inventory,
     Network,
     Node,
@@ -65,6 +66,8 @@ class ClusterPlan:
     network: Network
     #: None: no scheduler (jobs start with mpirun or `mpicluster run`).
     scheduler: Scheduler | None
+    #: The node health check's settings (interval under Slurm, the site's on_change).
+    health: Health
     sources: SourceFolders
     #: The inventory the parts come from: read here only (only_nodes, requirements).
     _inventory: Inventory = field(repr=False, compare=False)
@@ -87,6 +90,7 @@ class ClusterPlan:
             stack=inventory.stack,
             network=inventory.network,
             scheduler=inventory.scheduler,
+            health=inventory.health,
             sources=SourceFolders(
                 cache=_resolved(inventory, sources.cache),
                 artifacts=_resolved(inventory, sources.artifacts),

@@ -39,6 +39,7 @@ LIBRARIES = (
     "mpicluster_applied",
     "mpicluster_stackfiles",
     "procinfo",
+    "slurmnode",
 )
 #: Absolute: the node's PATH may be the very thing to repair.
 PYTHON = "/usr/bin/python3"

@@ -6,13 +6,22 @@ mpicluster/doctor/checks: one judge per finding, two callers).
 (/etc/mpicluster/health.json: the layout, and each node's MPI user, GPUs and slots).
 Run as root (by Slurm, by hand) or as the MPI user:
 
-    mpicluster-health [--json] [--node NAME] [--config FILE]
+    mpicluster-health [--json] [--node NAME] [--config FILE] [--slurm | --prolog]
 
 It judges the active stack against its manifest (size, mode, mtime, and the sha256 of
 what a launch loads), free disk where the stack lives, /tmp and /dev/shm writable by the
 MPI user with room for this node's ranks, and on GPU nodes nvidia-smi's count against
 the inventory and the GPUs' health (hardware Xids, ECC and row remapping, NVLink,
 clocks, persistence, the NVSwitch fabric).
+
+With `scheduler: slurm`, slurmd runs it every `health.interval` seconds as its
+HealthCheckProgram (`--slurm`, through mpicluster-health-slurm) and before every job as
+the prolog (`--prolog`, through mpicluster-prolog): the check drains a failing node
+through scontrol with mpicluster's reason, records that drain, and returns the node after
+two passing checks in a row (mpicluster/health/drain_rules.py has the rules); the prolog
+fails (exit 1: Slurm requeues the job elsewhere) on a node it finds failing. While a job
+runs on the node, room on /tmp and /dev/shm is the job's and is not judged (their
+writability is); the prolog leaves out the GPUs' slower health queries (their count stays).
 
 One line per finding, in NHC's manner (`ERROR: ...` for a failure, `WARNING: ...`),
 then one line saying the node's state; `--json`: one JSON object (schema 1). Exit 0:
@@ -31,15 +40,17 @@ import gpuhealth
 import loginlimits
 import nodedisk
 import nodeinfo
+import slurmnode
 
 from mpicluster.doctor.checks import disk, gpu_health, limits, stack_files
 from mpicluster.doctor.model import Status
+from mpicluster.health import drain_rules
 
 CONFIG = "/etc/mpicluster/health.json"
 #: Where a run as root leaves its result (`mpicluster nodes` reads it).
 LAST = "/var/lib/mpicluster/health-last.json"
 SCHEMA = 1
-USAGE = "usage: mpicluster-health [--json] [--node NAME] [--config FILE]"
+USAGE = "usage: mpicluster-health [--json] [--node NAME] [--config FILE] [--slurm | --prolog]"
 
 
 class Refused(Exception):
@@ -47,12 +58,12 @@ class Refused(Exception):
 
 
 def arguments(argv):
-    options = {"json": False, "node": None, "config": CONFIG}
+    options = {"json": False, "node": None, "config": CONFIG, "slurm": False, "prolog": False}
     words = list(argv)
     while words:
         word = words.pop(0)
-        if word == "--json":
-            options["json"] = True
+        if word in ("--json", "--slurm", "--prolog"):
+            options[word[2:]] = True
         elif word in ("--node", "--config") and words:
             options[word[2:]] = words.pop(0)
         elif word in ("-h", "--help"):
@@ -92,18 +103,23 @@ def this_node(config, wanted):
     )
 
 
-def gather(config, node):
-    """The facts the judges read, measured here (as the probe measures them)."""
+def gather(config, node, busy=False, fast=False):
+    """The facts the judges read, measured here (as the probe measures them). `busy`: a
+    job runs here (room on /tmp and /dev/shm is its own); `fast`: the prolog's part."""
     layout, user = config["layout"], config["nodes"][node].get("user")
     facts = {"env": {"USER": user}}
     if layout.get("install") == "source":
         facts["stack_files"] = nodeinfo.stack_files(layout["prefix"])
     paths = {"install": layout["prefix"], "tmp": "/tmp", "shm": "/dev/shm"}  # noqa: S108
     facts["disk"] = nodedisk.disk(paths, user=user)
-    facts["shm_files"] = loginlimits.shm_files()
+    if busy:
+        for label in ("tmp", "shm"):
+            facts["disk"][label]["busy"] = True
+    else:
+        facts["shm_files"] = loginlimits.shm_files()
     if config["nodes"][node].get("gpus") and config.get("gpus_present", True):
         facts["gpus"] = nodeinfo.gpus()
-        if (facts["gpus"] or {}).get("ok"):
+        if (facts["gpus"] or {}).get("ok") and not fast:
             facts["gpu_health"] = gpuhealth.health()
     return facts
 
@@ -169,7 +185,65 @@ def lines(result):
         "mpicluster-health: %s %s (%s; %.2f s)"
         % (result["node"], state, ", ".join(checks), result["seconds"])
     )
+    if result.get("slurm"):
+        step = result["slurm"]
+        out.append("mpicluster-health: slurm: %s (%s)" % (step["action"], step["why"]))
+        for key in ("error", "on_change"):
+            if step.get(key):
+                out.append("WARNING: mpicluster-health: slurm: %s" % step[key])
     return out
+
+
+def first_failure(result):
+    return next((f for f in result["findings"] if f["status"] == "fail"), None)
+
+
+def slurm_step(config, node, result, slurm):
+    """What Slurm does with this result (drain_rules), done: the step's dict for the
+    result. `slurm`: every node's state from slurmctld (None: it could not be asked)."""
+    if slurm is None or node not in slurm:
+        return {"action": "none", "why": "slurmctld could not be asked, or knows no %s" % node}
+    now = time.time()
+    here = slurm[node]
+    state = drain_rules.SlurmNode(frozenset(here["states"]), here["reason"])
+    failure = first_failure(result)
+    reason = drain_rules.reason_of(failure["check"], failure["evidence"]) if failure else ""
+    elsewhere = sum(
+        1
+        for name, other in slurm.items()
+        if name != node
+        and name in config["nodes"]
+        and other["reason"].startswith(drain_rules.PREFIX)
+    )
+    with slurmnode.Locked():
+        step = drain_rules.decide(
+            result["healthy"],
+            reason,
+            state,
+            drain_rules.Drain.of(slurmnode.read_record()),
+            changing=slurmnode.changing(now),
+            drained_elsewhere=elsewhere,
+            nodes=len(config["nodes"]),
+            now=now,
+        )
+        done = {"action": step.action, "why": step.why}
+        error = None
+        if step.action == "drain":
+            error = slurmnode.update(node, "DRAIN", reason)
+        elif step.action == "resume":
+            error = slurmnode.update(node, "RESUME")
+        if error is None:
+            slurmnode.write_record(step.record.to_dict() if step.record else None)
+        else:
+            done["error"] = error
+    if error is None and step.action in ("drain", "resume"):
+        changed = "drained" if step.action == "drain" else "returned"
+        said = slurmnode.on_change(
+            config.get("on_change"), node, changed, reason or (state.reason or "")
+        )
+        if said:
+            done["on_change"] = said
+    return done
 
 
 def main(argv):
@@ -181,14 +255,29 @@ def main(argv):
     except Refused as exc:
         sys.stderr.write("mpicluster-health: %s\n" % exc)
         return 2
-    found = judge(config, node, gather(config, node))
-    result = report(config, node, found, time.monotonic() - started)
+    slurm = None
+    if options["slurm"] or options["prolog"]:
+        try:
+            slurm = slurmnode.nodes()
+        except OSError as exc:
+            sys.stderr.write("mpicluster-health: %s\n" % exc)
+    busy = bool(
+        slurm and node in slurm and drain_rules.SlurmNode(frozenset(slurm[node]["states"])).busy
+    )
+    facts = gather(config, node, busy=busy, fast=options["prolog"])
+    result = report(config, node, judge(config, node, facts), time.monotonic() - started)
+    if options["slurm"] or options["prolog"]:
+        result["slurm"] = slurm_step(config, node, result, slurm)
+        result["mode"] = "prolog" if options["prolog"] else "slurm"
     if os.geteuid() == 0 and options["config"] == CONFIG:
         keep(result)
     if options["json"]:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
         sys.stdout.write("\n".join(lines(result)) + "\n")
+    if options["prolog"]:
+        # the job goes elsewhere (Slurm requeues it), unless the finding is the cluster's
+        return 0 if result["healthy"] or result["slurm"]["action"] == "cluster" else 1
     return 0 if result["healthy"] else 1
 
 

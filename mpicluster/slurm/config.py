@@ -15,7 +15,13 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from mpicluster.cluster.layout import MUNGE_KEY, SLURM_CONF_DIR, SLURM_CONF_FILES
+from mpicluster.cluster.layout import (
+    HEALTH_PROLOG,
+    HEALTH_SLURM,
+    MUNGE_KEY,
+    SLURM_CONF_DIR,
+    SLURM_CONF_FILES,
+)
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir
 from mpicluster.util.errors import MpiclusterError
@@ -110,6 +116,12 @@ def scheduler_vars(plan: ClusterPlan, munge_key: Path | None = None) -> dict[str
             "users": list(USERS),
             # GPUs Slurm hands out (gres), where they are there to hand out
             "gres": {n.name: n.gpus for n in plan.nodes if n.gpus and present},
+            # the node's health check, every interval and before every job
+            "health": {
+                "program": HEALTH_SLURM,
+                "prolog": HEALTH_PROLOG,
+                "interval": plan.health.interval,
+            },
         }
     }
 

@@ -18,8 +18,11 @@ from mpicluster.cluster.layout import (
     CORDONS,
     ENV_FILE,
     HEALTH_PROGRAM,
+    HEALTH_PROLOG,
     HEALTH_RECORD,
+    HEALTH_SLURM,
     SMOKE_DIR,
+    SYSTEM_PATH,
 )
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensure_cluster_key
@@ -194,7 +197,24 @@ def config_files(
     texts[HEALTH_RECORD] = json.dumps(health_record(plan, node_slots), indent=1) + "\n"
     files = [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
     program = f"#!{remote.PYTHON}\n" + remote.script("health")
-    return [*files, {"path": HEALTH_PROGRAM, "content": program, "mode": "0755"}]
+    return [
+        *files,
+        {"path": HEALTH_PROGRAM, "content": program, "mode": "0755"},
+        {"path": HEALTH_SLURM, "content": _health_mode("--slurm"), "mode": "0755"},
+        {"path": HEALTH_PROLOG, "content": _health_mode("--prolog"), "mode": "0755"},
+    ]
+
+
+def _health_mode(option: str) -> str:
+    """slurmd's HealthCheckProgram or Prolog: the check in one mode (slurmd gives them
+    no arguments, and no PATH)."""
+    return (
+        "#!/bin/sh\n"
+        "# Written by mpicluster up: the node's health check, as Slurm runs it.\n"
+        f"PATH={':'.join(SYSTEM_PATH)}\n"
+        "export PATH\n"
+        f"exec {HEALTH_PROGRAM} {option} >/dev/null\n"
+    )
 
 
 def health_record(plan: ClusterPlan, node_slots: dict[str, int]) -> dict[str, Any]:
@@ -204,6 +224,7 @@ def health_record(plan: ClusterPlan, node_slots: dict[str, int]) -> dict[str, An
         "cluster": plan.cluster,
         "layout": {"prefix": plan.stack.prefix, "install": plan.stack.install},
         "gpus_present": plan.stack.gpus_present,
+        "on_change": plan.health.on_change,
         "nodes": {
             node.name: {
                 "user": plan.node_ssh(node).user,

@@ -16,10 +16,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sys
 import time
 
 import pytest
 
+from mpicluster.cluster.layout import SLURM_DRAIN
 from mpicluster.cluster.state import cluster_dir
 from mpicluster.slurm import MARKER, munge_key_path
 from tests.cluster.nodes import podman_exec
@@ -36,6 +38,8 @@ PRESENT = (
     "python3-mpi4py iperf3"
 )
 STEPS = ["munge", "ping", "nodes", "srun", "pmix", "sbatch"]
+#: The node health check's interval here (seconds): short, so that the loop is seen.
+INTERVAL = 10
 #: Every path of the node's own filesystem with its mode, owner, size (and sha256 under
 #: /etc and /run): what must be as before after down. Left out: what apt, dpkg and the
 #: logins change on their own, and the tools' working folders.
@@ -101,6 +105,7 @@ def inventory(cluster):
         cluster.inventory.parent / "slurm.yaml",
         stack={"install": "packages"},
         scheduler={"type": "slurm", "default_time": "30:00"},
+        health={"interval": INTERVAL},
     )
 
 
@@ -321,6 +326,96 @@ def test_stop_cancels_a_detached_slurm_job_and_leaves_no_process(cluster, invent
     assert queued.strip() in ("", "CANCELLED"), queued
     code, end, err = cli_json("logs", inventory, job_id)
     assert code == 130 and end["result"]["stopped"] and "waiting" in err, err[-3000:]
+
+
+def slurm_node(cluster, node: str) -> tuple[set[str], str]:
+    """The node's state words and its drain reason, as slurmctld has them."""
+    shown = podman_exec(cluster, "node1", f"sinfo -h -N -n {node} -o '%T|%E' | head -1").stdout
+    state, _, reason = shown.strip().partition("|")
+    return {state.rstrip("*~#!%$@^-")}, reason
+
+
+def wait_for(what, predicate, seconds: float) -> float:
+    """Seconds until predicate() holds (fails the test past `seconds`)."""
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < seconds, f"not within {seconds:.0f} s: {what}"
+        time.sleep(1)
+    return time.monotonic() - started
+
+
+def job_state(cluster, slurm_id: str) -> dict[str, str]:
+    shown = podman_exec(cluster, "node1", f"scontrol show job -o {slurm_id}").stdout
+    return dict(word.partition("=")[::2] for word in shown.split() if "=" in word)
+
+
+def sbatch(cluster, *options: str) -> str:
+    command = "cd /tmp && sbatch --parsable " + " ".join(options) + " --wrap 'srun hostname'"
+    return podman_exec(cluster, "node1", command).stdout.strip()
+
+
+def test_a_node_gone_bad_is_drained_and_returns_by_itself(cluster, inventory):
+    """The health check every INTERVAL s: /tmp not writable on node2 drains it with
+    mpicluster's reason, a job submitted meanwhile runs on the other nodes, the repair
+    returns it after two passes; node3 drained by hand with another reason stays so."""
+    limit = 6 * INTERVAL + 30
+    podman_exec(cluster, "node2", "chmod 0755 /tmp")
+    try:
+        drained = wait_for(
+            "node2 drained by its check",
+            lambda: slurm_node(cluster, "node2")[1].startswith("mpicluster: disk: /tmp"),
+            limit,
+        )
+        assert slurm_node(cluster, "node2")[0] == {"drained"}
+        submitted = sbatch(cluster, "-N2")
+        wait_for(
+            "the job on the other nodes completed",
+            lambda: job_state(cluster, submitted).get("JobState") == "COMPLETED",
+            90,
+        )
+        assert job_state(cluster, submitted)["NodeList"] == "node[1,3]"
+        recorded = podman_exec(cluster, "node2", f"cat {SLURM_DRAIN}").stdout
+        assert json.loads(recorded)["reason"] == slurm_node(cluster, "node2")[1]
+    finally:
+        podman_exec(cluster, "node2", "chmod 1777 /tmp")
+    returned = wait_for(
+        "node2 returned by its check", lambda: slurm_node(cluster, "node2")[0] == {"idle"}, limit
+    )
+    assert podman_exec(cluster, "node2", f"test -e {SLURM_DRAIN}", check=False).returncode == 1
+    # an operator's drain outlives passing checks
+    podman_exec(cluster, "node1", "scontrol update NodeName=node3 State=DRAIN Reason='disk swap'")
+    time.sleep(3 * INTERVAL)
+    assert slurm_node(cluster, "node3") == ({"drained"}, "disk swap")
+    podman_exec(cluster, "node1", "scontrol update NodeName=node3 State=RESUME")
+    sys.stderr.write(  # the figures for docs/slurm.md, shown with pytest -s
+        f"interval {INTERVAL} s: break to drained {drained:.0f} s, "
+        f"repair to back in service {returned:.0f} s\n"
+    )
+
+
+def test_the_prolog_keeps_a_job_off_a_node_gone_bad_since_the_last_check(cluster, inventory):
+    """A job that lands on node2 between two checks: its prolog finds /tmp not writable,
+    drains node2 with mpicluster's reason and Slurm requeues the job, not held. (The
+    periodic check may find it first: then the try is repeated.)"""
+    for _ in range(3):
+        podman_exec(cluster, "node2", "chmod 0755 /tmp")
+        try:
+            submitted = sbatch(cluster, "-w", "node2")
+            wait_for(
+                "node2 drained",
+                lambda: slurm_node(cluster, "node2")[1].startswith("mpicluster: disk: /tmp"),
+                6 * INTERVAL + 30,
+            )
+            time.sleep(2)
+            job = job_state(cluster, submitted)
+            podman_exec(cluster, "node1", f"scancel {submitted}")
+        finally:
+            podman_exec(cluster, "node2", "chmod 1777 /tmp")
+        wait_for("node2 back", lambda: slurm_node(cluster, "node2")[0] == {"idle"}, 120)
+        if job.get("Restarts", "0") != "0":
+            break
+    assert job.get("Restarts") == "1", job
+    assert job["JobState"] == "PENDING" and job.get("Reason") != "JobHeldUser", job
 
 
 def test_up_without_the_scheduler_takes_slurm_back(cluster, inventory, before):

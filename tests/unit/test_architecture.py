@@ -64,7 +64,8 @@ def imports_of(name: str) -> set[str]:
     return found - {name}
 
 
-#: The modules of doctor a node program imports: shipped with it as text (remote.script),
+#: The modules of doctor (and health's drain rules, which the node's check keeps under
+#: Slurm) a node program imports: shipped with it as text (remote.script),
 #: they run on the node's Python, not in this process, so they are no edge of the graph
 #: here (test_node_programs_ship_only_the_judges_doctor_shares holds what they may be).
 SHIPPED_JUDGES = {
@@ -74,6 +75,7 @@ SHIPPED_JUDGES = {
     "mpicluster.doctor.checks.limits",
     "mpicluster.doctor.checks.stack_files",
     "mpicluster.doctor.model",
+    "mpicluster.health.drain_rules",
     "mpicluster.util.exitcodes",
 }
 

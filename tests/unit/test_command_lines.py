@@ -48,6 +48,7 @@ REGISTRY = {
     "mpicluster.health.states:command": "test_the_nodes_commands_split_back",
     "mpicluster.health.cordons:write": "test_the_cordon_writer_keeps_every_file_whole",
     "mpicluster.health.cordons:read_command": "test_the_cordon_writer_keeps_every_file_whole",
+    "mpicluster.remote.slurmnode:on_change": "test_the_sites_on_change_gets_each_word_whole",
     "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
     "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
@@ -1242,3 +1243,19 @@ def test_the_cordon_writer_keeps_every_file_whole(tmp_path, monkeypatch):
     subprocess.run([sys.executable, "-c", words[4]], input=seen["stdin"], text=True, check=True)
     assert target.read_text() == "n1 slots=2\n" and oct(target.stat().st_mode)[-3:] == "644"
     assert shlex.split(cordon_io.read_command())[:2] == ["cat", "/etc/mpicluster/cordons.json"]
+
+
+def test_the_sites_on_change_gets_each_word_whole(tmp_path):
+    """The site's on_change command, run by the node's check through /bin/sh: the node,
+    the state and a hostile reason reach it as three whole arguments."""
+    from tests.shipped import load
+
+    slurmnode = load("slurmnode")
+    out = tmp_path / "said.json"
+    program = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(program)} >> {shlex.quote(str(out))}"
+    reason = "mpicluster: disk: /tmp $(touch x) `id` 'q' \"d\"; ls *"
+    assert slurmnode.on_change(command, "node-2", "drained", reason) is None
+    assert json.loads(out.read_text()) == ["node-2", "drained", reason]
+    said = slurmnode.on_change("exit 3", "n", "returned", "r")
+    assert said == "on_change exited 3: "

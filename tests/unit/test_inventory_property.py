@@ -300,5 +300,5 @@ def test_line_100_is_not_an_emoji(folder):
     assert result.exit_code == 2
     assert result.output.strip() == (
         f"error: {path}:100: bogus: unknown key (expected one of: cluster, ssh, network, "
-        "mpi, nodes, stack, python, sources, scheduler)"
+        "mpi, nodes, stack, python, sources, scheduler, health)"
     )

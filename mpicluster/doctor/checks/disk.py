@@ -65,6 +65,9 @@ def judge_disk(node: str, facts: dict) -> list[Result]:
                     f"chmod 1777 {info['path']} on {node}: {WRITERS.get(label, WRITERS['tmp'])}",
                 )
             )
+        if info.get("busy"):  # a job runs there: the room it takes is its own
+            shown.append(f"{where} (a job runs: its room not judged)")
+            continue
         fix = f"free space in {info['measured']} on {node}"
         if label == "shm":
             fix += " (Open MPI and NCCL put shared-memory segments there; containers: --shm-size)"

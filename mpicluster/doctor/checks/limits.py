@@ -129,7 +129,7 @@ def _limits(node: str, facts: dict, limits: dict, slots: int, ranks: int) -> lis
 
 def _shm(node: str, facts: dict, slots: int) -> list[Result]:
     shm = (facts.get("disk") or {}).get("shm") or {}
-    if "free" not in shm or shm.get("measured") != SHM:
+    if "free" not in shm or shm.get("measured") != SHM or shm.get("busy"):
         return []
     need = slots * SHM_PER_RANK
     if shm["free"] >= need:
