@@ -1,5 +1,6 @@
-"""What `mpicluster nodes` reports: per node, reachable or not, and its health check's
-last result (kept by each run as root), or the result of one run now (`--check`)."""
+"""What `mpicluster nodes` reports: per node, reachable or not, its cordon, its state in
+Slurm (with `scheduler: slurm`: drained, and why), and its health check's last result
+(kept by each run as root), or the result of one run now (`--check`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mpicluster.cluster.cordons import Cordon
 from mpicluster.cluster.layout import CORDONS, HEALTH_LAST, HEALTH_PROGRAM
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
+from mpicluster.remote.plugins.module_utils.mpicluster_slurmnodes import parse_nodes
 from mpicluster.util import exitcodes
 
 SCHEMA = 1
@@ -30,18 +32,27 @@ class NodeState:
     health: dict[str, Any] | None = None
     #: The node's cordon, from the newest state among the nodes.
     cordon: Cordon | None = None
+    #: Slurm's view ({"states": [...], "reason": str}); None without Slurm's answer.
+    slurm: dict[str, Any] | None = None
 
     @property
     def state(self) -> str:
-        """cordoned, unreachable, unknown (no result yet, or none it could make),
-        unhealthy, ready."""
+        """cordoned, drained (by Slurm's state), unreachable, unknown (no result yet, or
+        none it could make), unhealthy, ready."""
         if self.cordon is not None:
             return "cordoned"
+        if self.drained:
+            return "drained"
         if not self.reachable:
             return "unreachable"
         if self.health is None:
             return "unknown"
         return "ready" if self.health.get("healthy") else "unhealthy"
+
+    @property
+    def drained(self) -> bool:
+        states = set((self.slurm or {}).get("states") or [])
+        return bool(states & {"DRAIN", "DRAINED", "DRAINING"})
 
     @property
     def finding(self) -> dict[str, Any] | None:
@@ -59,6 +70,7 @@ class NodeState:
             "state": self.state,
             "reachable": self.reachable,
             "cordon": self.cordon.to_dict() if self.cordon else None,
+            "slurm": self.slurm,
             "problem": self.problem or None,
             "finding": self.finding,
             "checked_at": (self.health or {}).get("at"),
@@ -87,14 +99,17 @@ class NodesReport:
         }
 
 
-#: What follows the health result in each node's answer: the check's exit, the cordons.
-EXIT, CORDONED = "@@exit ", "@@cordons\n"
+#: What follows the health result in each node's answer: the check's exit, the cordons,
+#: and (with Slurm) every node's state as slurmctld has it.
+EXIT, CORDONED, SLURM = "@@exit ", "@@cordons\n", "@@slurm\n"
 
 
 def command(plan: ClusterPlan, check: bool) -> str:
     """One command per node: the check now, as root (it keeps its result), or its last
     result read back; then the node's cordon state."""
     tail = f"echo @@cordons; cat {shlex.quote(CORDONS)} 2>/dev/null; true"
+    if plan.scheduler is not None:
+        tail += "; echo @@slurm; scontrol -o show nodes 2>/dev/null; true"
     sudo = "sudo -n " if plan.logins.become else ""  # the record's folder is root's alone
     if not check:
         last = f"{sudo}cat {shlex.quote(HEALTH_LAST)} 2>/dev/null"
@@ -105,13 +120,26 @@ def command(plan: ClusterPlan, check: bool) -> str:
 def node_states(plan: ClusterPlan, *, check: bool = False, timeout: float = 60) -> NodesReport:
     answers = transport.run_everywhere(plan, command(plan, check), timeout=timeout)
     texts = {name: split(answer) for name, answer in answers.items()}
-    state = cordons.newest(cordons.parse(cordoned) for _, _, cordoned in texts.values())
+    state = cordons.newest(
+        cordons.parse(cordoned.partition(SLURM)[0]) for _, _, cordoned in texts.values()
+    )
+    slurm = slurm_view(cordoned for _, _, cordoned in texts.values())
     report = NodesReport(plan.cluster, checked_now=check)
     for node in plan.nodes:
         found = judged(node.name, answers.get(node.name), texts.get(node.name))
         found.cordon = state.cordons.get(node.name)
+        found.slurm = slurm.get(node.name)
         report.nodes.append(found)
     return report
+
+
+def slurm_view(tails) -> dict[str, dict[str, Any]]:
+    """Every node's state from the first node whose slurmctld answered."""
+    for tail in tails:
+        found = parse_nodes(tail.partition(SLURM)[2])
+        if found:
+            return found
+    return {}
 
 
 def split(answer: transport.RemoteResult) -> tuple[str, int | None, str]:

@@ -38,6 +38,7 @@ LIBRARIES = (
     "rankenv",
     "mpicluster_applied",
     "mpicluster_stackfiles",
+    "mpicluster_slurmnodes",
     "procinfo",
     "slurmnode",
 )

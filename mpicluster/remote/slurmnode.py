@@ -7,9 +7,10 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import shutil
 import subprocess
+
+from mpicluster_slurmnodes import parse_nodes
 
 #: mpicluster's record of the drain its check made on this node (the proof it is ours).
 RECORD = "/var/lib/mpicluster/slurm-drain.json"
@@ -19,29 +20,10 @@ CHANGING = "/var/lib/mpicluster/changing.json"
 SEARCH = "/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin"
 #: Slurm cuts its health program at 60 s; scontrol answers in well under a second.
 TIMEOUT = 15
-#: "Reason=TEXT [user@time]" in `scontrol show node -o`.
-REASON = re.compile(r"\bReason=(.*?) \[[^\[\]@]*@[^\[\]]*\]")
 
 
 def scontrol():
     return shutil.which("scontrol", path=SEARCH) or "scontrol"
-
-
-def parse_nodes(text):
-    """{name: {"states": [...], "reason": str}} of `scontrol -o show nodes`."""
-    found = {}
-    for line in text.splitlines():
-        name = re.search(r"^NodeName=(\S+)", line)
-        state = re.search(r"\bState=(\S+)", line)
-        if not name or not state:
-            continue
-        reason = REASON.search(line)
-        words = [w for w in state.group(1).replace("*", "").split("+") if w]
-        found[name.group(1)] = {
-            "states": words,
-            "reason": reason.group(1).strip() if reason else "",
-        }
-    return found
 
 
 def nodes():

@@ -14,6 +14,7 @@ STYLE = {
     "unreachable": "fail",
     "unknown": "warn",
     "cordoned": "warn",
+    "drained": "warn",
 }
 
 
@@ -28,6 +29,9 @@ def show_nodes(display: Display, report: NodesReport, *, as_json: bool = False) 
         if node.cordon is not None:
             cordon = node.cordon
             said = f"{cordon.reason} (by {cordon.by}, {cordon.who}, since {when(cordon.since)})"
+        elif node.drained:
+            words = "+".join((node.slurm or {}).get("states") or [])
+            said = f"Slurm {words}: {(node.slurm or {}).get('reason') or 'no reason given'}"
         checked = ""
         if node.health:
             checked = when(node.health["at"]) if node.health.get("at") else "now"

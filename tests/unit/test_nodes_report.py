@@ -71,3 +71,29 @@ def test_a_check_that_could_not_judge_says_why():
     )
     odd = state("n1", answer("n1", "not json"))
     assert odd.problem.startswith("its health check's result is not JSON")
+
+
+def test_a_node_slurm_drained_shows_as_drained_with_slurms_reason():
+    """With Slurm each answer ends with slurmctld's lines: the first that parses is the
+    cluster's view, and a node with a drain flag is drained (after a cordon)."""
+    from mpicluster.health.states import slurm_view
+
+    lines = (
+        "NodeName=n1 CPUTot=2 State=IDLE Partitions=main\n"
+        "NodeName=n2 CPUTot=2 State=IDLE+DRAIN Partitions=main "
+        "Reason=mpicluster: disk: /tmp is not writable [root@2026-11-29T07:40:03]\n"
+    )
+    replies = [answer("n1", cordons="@@slurm\n"), answer("n2", cordons="{}\n@@slurm\n" + lines)]
+    view = slurm_view(split(r)[2] for r in replies)
+    assert view["n2"] == {
+        "states": ["IDLE", "DRAIN"],
+        "reason": "mpicluster: disk: /tmp is not writable",
+    }
+    drained = state("n2", answer("n2", json.dumps(HEALTHY), cordons="{}\n@@slurm\n" + lines))
+    drained.slurm = view["n2"]
+    ready = state("n1", answer("n1", json.dumps(HEALTHY)))
+    ready.slurm = view["n1"]
+    assert (drained.state, ready.state) == ("drained", "ready")
+    assert drained.to_dict()["slurm"]["reason"].startswith("mpicluster: disk")
+    drained.cordon = STATE.cordons["n2"]
+    assert drained.state == "cordoned"
