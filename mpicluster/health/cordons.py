@@ -78,16 +78,17 @@ def read(plan: ClusterPlan) -> tuple[CordonState, dict[str, int], dict[str, str]
 
 
 def files(plan: ClusterPlan, state: CordonState, cores: dict[str, int]) -> dict[str, str]:
-    """The state and the hostfiles without the cordoned nodes, as `up` writes them."""
+    """The state and the hostfiles without the cordoned nodes, as `up` writes them (the
+    cordoned nodes' slots are not needed: an unreachable node can be cordoned)."""
+    ready = state.ready([node.name for node in plan.nodes])
     try:
-        slots = hostfile.slots(plan, cores)
+        slots = hostfile.slots(plan, cores, ready)
     except UsageError as exc:  # a node whose slots need its cores, and it did not answer
         raise MpiclusterError(
-            f"the hostfiles cannot be written without every node's slots: {exc}",
+            f"the hostfiles cannot be written without every ready node's slots: {exc}",
             hint="give the unreachable node `slots:` in the inventory, or retry when it is back",
         ) from None
-    ready = {name: count for name, count in slots.items() if name not in state.cordons}
-    return {CORDONS: state.to_json(), **hostfile.rendered(ready)}
+    return {CORDONS: state.to_json(), **hostfile.rendered(slots)}
 
 
 def change(
