@@ -1,16 +1,27 @@
 """`doctor --cordon` and `bench --cordon`: which nodes a run cordons and returns
 (cluster/cordon_verdicts.py, pure), each report as cordoning reads it (doctor/cordoning.py,
-bench/cordoning.py)."""
+bench/cordoning.py), the changes made in one read and one write (health/cordons.py), and
+the commands' --cordon. No node is reached: the nodes' files are a dict here."""
 
 from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
 
 from mpicluster import bench, doctor
 from mpicluster.bench.report import BenchReport, PairFigure, SizeFigure
 from mpicluster.bench.verdict import Finding
+from mpicluster.cli import app
 from mpicluster.cluster import cordons
 from mpicluster.cluster.cordon_verdicts import Failure, Findings, cordoned_for, decide, reason
 from mpicluster.cluster.cordons import REASON_MAX, Cordon, CordonState
+from mpicluster.cluster.layout import CORDONS
 from mpicluster.doctor.model import CheckReport, DoctorReport, failed, passed, warned
+from mpicluster.health import apply_findings
+from mpicluster.nodes import transport
+from mpicluster.nodes.transport import GroupResult, RemoteResult
 from tests.unit.plans import plan_of
 
 NODES = ["n1", "n2", "n3", "n4"]
@@ -262,3 +273,115 @@ def test_bench_returns_its_own_cordon_measured_fast_with_two_partners_and_nothin
     wrong.allreduce = [SizeFigure(8, 0.1, 0.1, None, False)]
     decision = decide(bench.cordon_findings(wrong), state)
     assert decision.give_back == [] and not decision.cordon
+
+
+# -- the changes made on the nodes: one read, one write ----------------------------------
+
+
+class Nodes:
+    """The nodes' cordon files, read and written through a stand-in transport."""
+
+    def __init__(self, monkeypatch, state: CordonState | None = None, down=()):
+        self.files = {name: state.to_json() if state else "" for name in NODES}
+        self.hostfiles: dict[str, str] = {}
+        self.down, self.reads, self.writes = set(down), 0, 0
+        monkeypatch.setattr(transport, "run_everywhere", self.run_everywhere)
+
+    def run_everywhere(self, plan, command, *, nodes=None, stdin=None, **kw):
+        targets = [n.name for n in (nodes if nodes is not None else plan.nodes)]
+        found = GroupResult()
+        if stdin is None:
+            self.reads += 1
+        else:
+            self.writes += 1
+        for name in targets:
+            if name in self.down:
+                found[name] = RemoteResult(name, error="connection timed out")
+            elif stdin is None:
+                found[name] = RemoteResult(name, f"{self.files[name]}@@nproc\n2\n", exit_code=0)
+            else:
+                texts = json.loads(stdin)
+                self.files[name] = texts[CORDONS]
+                self.hostfiles[name] = texts["/etc/mpicluster/hostfile"]
+                found[name] = RemoteResult(name, exit_code=0)
+        return found
+
+    def state(self, name: str) -> CordonState:
+        return cordons.parse(self.files[name])
+
+
+def test_the_changes_are_read_once_and_written_once_to_every_node(monkeypatch):
+    nodes = Nodes(monkeypatch, cordoned(("n2", "doctor", "doctor: disk: full")))
+    found = Findings(
+        "doctor",
+        {"disk": set(NODES)},
+        [Failure("disk", "full", "n3", ("n3",)), Failure("disk", "full", "n4", ("n4",))],
+    )
+    applied = apply_findings(PLAN, found)
+    assert (nodes.reads, nodes.writes) == (1, 1)
+    assert applied.written == NODES and applied.missed == {} and applied.problem == ""
+    state = nodes.state("n1")
+    assert state.version == 2 and sorted(state.cordons) == ["n3", "n4"]
+    assert state.cordons["n3"].by == "doctor" and state.cordons["n3"].reason == "doctor: disk: full"
+    assert nodes.hostfiles["n1"].split() == ["n1", "slots=2", "n2", "slots=2"]
+    assert applied.to_dict()["cordoned"] == {"n3": "doctor: disk: full", "n4": "doctor: disk: full"}
+    assert applied.to_dict()["returned"] == ["n2"]
+    # nothing to change (the disk check did not run: n3 and n4 stay): read, not written
+    again = apply_findings(PLAN, Findings("doctor", {"clock": set(NODES)}, []))
+    assert (nodes.reads, nodes.writes, again.written) == (2, 1, [])
+
+
+def test_an_unreachable_node_is_cordoned_without_its_slots(monkeypatch):
+    nodes = Nodes(monkeypatch, down=["n3"])
+    found = Findings("doctor", {"ssh": set(NODES)}, [Failure("ssh", "timed out", "n3", ("n3",))])
+    applied = apply_findings(PLAN, found)
+    assert applied.problem == "" and applied.written == ["n1", "n2", "n4"]
+    assert applied.missed == {"n3": "connection timed out"}
+    assert "n3" not in nodes.hostfiles["n1"] and list(nodes.state("n2").cordons) == ["n3"]
+
+
+def test_a_state_that_cannot_be_written_is_the_result_s_problem(monkeypatch):
+    Nodes(monkeypatch, down=["n4"])  # n4 answers nothing: its slots (its cores) are unknown
+    found = Findings("doctor", {"disk": set(NODES)}, [Failure("disk", "full", "n2", ("n2",))])
+    applied = apply_findings(PLAN, found)
+    assert applied.written == [] and "every ready node's slots" in applied.problem
+
+
+# -- the commands --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def inventory(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPICLUSTER_HOME", str(tmp_path / "state"))
+    path = tmp_path / "inventory.yaml"
+    path.write_text(INVENTORY)
+    return str(path)
+
+
+def test_doctor_cordon_cordons_then_returns_and_keeps_its_exit_code(inventory, monkeypatch):
+    nodes = Nodes(monkeypatch)
+    broken = doctor_report(every_node("disk", failed("n2", "/tmp is not writable", "chmod")))
+    monkeypatch.setattr(doctor, "run_doctor", lambda plan, **kw: broken)
+    runner = CliRunner()
+    done = runner.invoke(app, ["doctor", inventory, "--cordon"])
+    assert done.exit_code == 2, done.output
+    assert "cordoned n2: doctor: disk: /tmp is not writable" in done.output
+    assert nodes.state("n1").cordons["n2"].by == "doctor"
+    plain = runner.invoke(app, ["doctor", inventory])  # without --cordon: nothing changes
+    assert plain.exit_code == 2 and nodes.writes == 1 and "cordoned" not in plain.output
+    monkeypatch.setattr(doctor, "run_doctor", lambda plan, **kw: doctor_report(every_node("disk")))
+    done = runner.invoke(app, ["doctor", inventory, "--cordon", "--json"])
+    assert done.exit_code == 0, done.output
+    said = json.loads(done.output)["cordons"]
+    assert (said["by"], said["cordoned"], said["returned"]) == ("doctor", {}, ["n2"])
+    assert nodes.state("n3").cordons == {}
+
+
+def test_bench_cordon_cordons_a_slow_node(inventory, monkeypatch):
+    nodes = Nodes(monkeypatch)
+    slow = Finding("node", ("n2",), 0.1, 1.0, "every pair with n2 is slow")
+    monkeypatch.setattr(bench, "run_bench", lambda plan, **kw: bench_report([slow]))
+    done = CliRunner().invoke(app, ["bench", inventory, "--cordon"])
+    assert done.exit_code == 2, done.output
+    assert "cordoned n2: bench: slow node: n2: 0.10 GB/s, expected 1.00" in done.output
+    assert nodes.state("n4").cordons["n2"].by == "bench"
