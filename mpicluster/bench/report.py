@@ -19,7 +19,10 @@
               "rows": [{"bytes": int, "busbw_gbs": float, "exact": bool|null,
                         "efficiency": float|null}]}]   (GPU nodes with nccl-tests),
      "compared": {"previous": file name|"", "changes": [{"what": str, "before": ...,
-                  "now": ..., "ratio": float|null}]}   (with --compare only)}
+                  "now": ..., "ratio": float|null}]}   (with --compare only),
+     "cordons": {"by": "bench", "cordoned": {node: reason}, "returned": [node, ...],
+                 "notes": [str], "written": [node, ...], "missed": {node: why},
+                 "problem": str}   (with --cordon only)}
 
 Bandwidths in GB/s (10^9 bytes per second) each way; efficiency is the allreduce's bus
 bandwidth over the slowest link's: its baseline ("efficiency_basis": "baseline"),
@@ -98,6 +101,7 @@ class BenchReport:
     comparison: Comparison | None = None  # with the last run (--compare)
     written: list[str] = field(default_factory=list)  # --report's files
     gpu: list[GpuFigure] = field(default_factory=list)  # nccl-tests on GPU nodes
+    cordons: dict | None = None  # what --cordon changed (health.AppliedFindings.to_dict())
 
     @property
     def baseline_program(self) -> str:
@@ -138,4 +142,5 @@ class BenchReport:
             "flagged": [f.to_dict() for f in self.flagged],
             "gpu": [g.to_dict() for g in self.gpu],
             **({"compared": self.comparison.to_dict()} if self.comparison else {}),
+            **({"cordons": self.cordons} if self.cordons is not None else {}),
         }

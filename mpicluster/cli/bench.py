@@ -25,6 +25,15 @@ ReportOpt = Annotated[
         show_default=False,
     ),
 ]
+CordonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cordon",
+        help="Cordon each slow node (not the ends of a slow link), the finding as the "
+        "reason; return a node bench cordoned once it is measured fast. The exit code "
+        "stays the report's.",
+    ),
+]
 
 
 def bench(
@@ -60,6 +69,7 @@ def bench(
     ] = False,
     compare: CompareOpt = False,
     report_dir: ReportOpt = None,
+    cordon: CordonOpt = False,
 ) -> None:
     """Measure the cluster (installs nothing): node pairs in rounds of disjoint pairs,
     each through the network alone (iperf3, both ways at once: the baseline) and with the
@@ -69,11 +79,15 @@ def bench(
     link.
 
     Every run is kept in the cluster's state folder (`--compare` reads the last one).
+    With --cordon, each slow node is cordoned (`mpicluster cordon`) and the ones bench
+    cordoned before and measures fast now returned, each said in one line after the report.
 
     Exit codes: 0 nothing flagged, 1 no baseline (iperf3 missing), 2 a slow node or link
     (also: bad input, a run that failed), 130 interrupted.
     """
-    from mpicluster.bench import history, plots, run_bench
+    from mpicluster.bench import cordon_findings, history, plots, run_bench
+    from mpicluster.cli.nodes import follow_findings
+    from mpicluster.render.nodes import show_applied
 
     display = Display(quiet=json_output)
     with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
@@ -95,6 +109,9 @@ def bench(
             report.comparison = comparison
         if report_dir is not None:
             report.written = [str(p) for p in plots.write(report.to_dict(), report_dir)]
+        applied = follow_findings(plan, cordon_findings(report), report) if cordon else None
         render.show(display, report, as_json=json_output)
+        if applied is not None and not json_output:
+            show_applied(display, applied)
         if report.exit_code != exitcodes.DOCTOR_PASS:
             raise typer.Exit(report.exit_code)

@@ -82,6 +82,15 @@ PerfOpt = Annotated[
         "seconds), a slow node or link failing it.",
     ),
 ]
+CordonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cordon",
+        help="Cordon each node a check fails (not a warning; not a pair's or the whole "
+        "cluster's failure, and none when every node fails), the finding as the reason; "
+        "return a node doctor cordoned once it passes. The exit code stays the report's.",
+    ),
+]
 
 
 def doctor(
@@ -96,6 +105,7 @@ def doctor(
     gpu_diag: GpuDiagOpt = None,
     deep: DeepOpt = False,
     perf: PerfOpt = False,
+    cordon: CordonOpt = False,
 ) -> None:
     """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
 
@@ -109,16 +119,22 @@ def doctor(
     launch: MPI started for real, on each node alone and across nodes, each failure put
     on its node and explained from what mpirun printed and the other checks saw.
 
+    With --cordon, the nodes it fails are cordoned (`mpicluster cordon`) and the ones it
+    cordoned before and passes now returned, each said in one line after the report.
+
     Exit codes: 0 every check passed, 1 warnings only, 2 at least one failure (also: a
     bad inventory or option), 130 interrupted.
     """
-    from mpicluster.doctor import run_doctor
+    from mpicluster.cli.nodes import follow_findings
+    from mpicluster.doctor import cordon_findings, run_doctor
+    from mpicluster.render.nodes import show_applied
 
     display = Display(quiet=json_output)
     # a crash must not read as "warnings only" (exit 1)
     with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
+        plan = ClusterPlan.load(inventory)
         report = run_doctor(
-            ClusterPlan.load(inventory),
+            plan,
             checks=check,
             timeout=timeout,
             all_pairs=all_pairs,
@@ -129,6 +145,9 @@ def doctor(
             perf=perf,
             on_progress=display.progress,
         )
+        applied = follow_findings(plan, cordon_findings(report, plan), report) if cordon else None
         render.show(display, report, as_json=json_output, fix_hints=fix_hints)
+        if applied is not None and not json_output:
+            show_applied(display, applied)
         if report.exit_code != exitcodes.DOCTOR_PASS:
             raise typer.Exit(report.exit_code)

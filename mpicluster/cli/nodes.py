@@ -3,13 +3,17 @@ keep a node out of jobs and return it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
+from mpicluster.cluster.cordon_verdicts import Findings
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
+
+if TYPE_CHECKING:
+    from mpicluster.health import AppliedFindings
 
 
 def nodes(
@@ -77,6 +81,16 @@ def _change(inventory, node: str, reason: str | None, json_output: bool) -> None
     with guarded(display):
         result = change(ClusterPlan.load(inventory), node, reason)
         show_cordon(display, result, as_json=json_output)
+
+
+def follow_findings(plan: ClusterPlan, findings: Findings, report: Any) -> AppliedFindings:
+    """`doctor --cordon` and `bench --cordon`: the changes their run calls for, made, and
+    carried by the report's JSON ("cordons": a DoctorReport's or a BenchReport's)."""
+    from mpicluster.health import apply_findings
+
+    applied = apply_findings(plan, findings)
+    report.cordons = applied.to_dict()
+    return applied
 
 
 COMMANDS = [nodes, cordon, uncordon]

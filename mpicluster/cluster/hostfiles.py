@@ -8,7 +8,7 @@ Slots per node: the inventory's `slots`, else its GPU count, else its cores.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from mpicluster.cluster import layout
 from mpicluster.cluster.plan import ClusterPlan
@@ -25,10 +25,15 @@ PATHS = {
 }
 
 
-def slots(plan: ClusterPlan, cores: Mapping[str, int]) -> dict[str, int]:
-    """Slots per node name; `cores` is needed only for nodes with neither slots nor GPUs."""
+def slots(
+    plan: ClusterPlan, cores: Mapping[str, int], names: Collection[str] | None = None
+) -> dict[str, int]:
+    """Slots per node name (of `names` only, where given: a cordoned node's are not
+    needed); `cores` is needed only for nodes with neither slots nor GPUs."""
     result = {}
     for node in plan.nodes:
+        if names is not None and node.name not in names:
+            continue
         if node.slots:
             result[node.name] = node.slots
         elif node.gpus:

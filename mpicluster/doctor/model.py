@@ -7,7 +7,10 @@ The JSON form (`DoctorReport.to_dict`) is a stable interface, schema 1:
      "checks": [{"name": str, "title": str, "not_checked": [node, ...],
                  "results": [{"status": "pass"|"warn"|"fail", "node": str|null,
                               "peer": str|null, "evidence": str, "fix": str|null}],
-                 "details": [...]}]}       (only some checks: launch lists its launches)
+                 "details": [...]}],       (only some checks: launch lists its launches)
+     "cordons": {"by": "doctor", "cordoned": {node: reason}, "returned": [node, ...],
+                 "notes": [str], "written": [node, ...], "missed": {node: why},
+                 "problem": str}}         (with --cordon only)
 
 `node` is the host a result is about (null: the whole cluster); `peer` the other end
 of a host pair. `not_checked` lists nodes a check could not look at because doctor
@@ -106,6 +109,8 @@ class DoctorReport:
     cluster: str
     checks: list[CheckReport]
     seconds: float = 0.0
+    #: What --cordon changed (health.AppliedFindings.to_dict()); None without it.
+    cordons: dict | None = None
 
     @property
     def results(self) -> list[Result]:
@@ -141,4 +146,5 @@ class DoctorReport:
             "summary": self.summary,
             "checks": [c.to_dict(fix_hints) for c in self.checks],
             "seconds": round(self.seconds, 2),
+            **({"cordons": self.cordons} if self.cordons is not None else {}),
         }

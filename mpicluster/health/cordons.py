@@ -1,6 +1,8 @@
 """`mpicluster cordon` and `uncordon`: the cordon state (cluster/cordons.py) read from
 every node, changed, and written whole to every node the command reaches, with the
-hostfiles every node keeps rewritten without the cordoned nodes (as `up` writes them)."""
+hostfiles every node keeps rewritten without the cordoned nodes (as `up` writes them).
+`doctor --cordon` and `bench --cordon` make every change their run calls for
+(cluster/cordon_verdicts.py) the same way, in one read and one write."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpicluster import remote
-from mpicluster.cluster import cordons
+from mpicluster.cluster import cordon_verdicts, cordons
 from mpicluster.cluster import hostfiles as hostfile
+from mpicluster.cluster.cordon_verdicts import Decision, Findings
 from mpicluster.cluster.cordons import Cordon, CordonState
 from mpicluster.cluster.layout import CORDONS
 from mpicluster.cluster.plan import ClusterPlan
@@ -78,16 +81,17 @@ def read(plan: ClusterPlan) -> tuple[CordonState, dict[str, int], dict[str, str]
 
 
 def files(plan: ClusterPlan, state: CordonState, cores: dict[str, int]) -> dict[str, str]:
-    """The state and the hostfiles without the cordoned nodes, as `up` writes them."""
+    """The state and the hostfiles without the cordoned nodes, as `up` writes them (the
+    cordoned nodes' slots are not needed: an unreachable node can be cordoned)."""
+    ready = state.ready([node.name for node in plan.nodes])
     try:
-        slots = hostfile.slots(plan, cores)
+        slots = hostfile.slots(plan, cores, ready)
     except UsageError as exc:  # a node whose slots need its cores, and it did not answer
         raise MpiclusterError(
-            f"the hostfiles cannot be written without every node's slots: {exc}",
+            f"the hostfiles cannot be written without every ready node's slots: {exc}",
             hint="give the unreachable node `slots:` in the inventory, or retry when it is back",
         ) from None
-    ready = {name: count for name, count in slots.items() if name not in state.cordons}
-    return {CORDONS: state.to_json(), **hostfile.rendered(ready)}
+    return {CORDONS: state.to_json(), **hostfile.rendered(slots)}
 
 
 def change(
@@ -102,19 +106,70 @@ def change(
     if text is None and node not in current.cordons:
         return CordonResult(node, "unchanged", current, missed=missed)
     if text is not None:
-        who = f"{getpass.getuser()}@{socket.gethostname()}"
-        state = current.with_cordon(node, Cordon(text, time.time(), by, who))
+        state = current.with_cordon(node, Cordon(text, time.time(), by, who()))
     else:
         state = current.without(node)
     result = CordonResult(node, "cordoned" if text is not None else "returned", state)
+    result.written, result.missed = write_state(plan, state, cores, missed)
+    return result
+
+
+def who() -> str:
+    """Who makes a change, and from where: user@host."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def write_state(
+    plan: ClusterPlan, state: CordonState, cores: dict[str, int], missed: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """`state` and its hostfiles written on every node that answered the read: the nodes
+    written, and why each other one was not (`missed` first)."""
     reachable = [n for n in plan.nodes if n.name not in missed]
-    result.missed = dict(missed)
-    written = write(plan, reachable, files(plan, state, cores))
-    for name, answer in written.items():
+    written, not_written = [], dict(missed)
+    for name, answer in write(plan, reachable, files(plan, state, cores)).items():
         if answer.ok:
-            result.written.append(name)
+            written.append(name)
         else:
-            result.missed[name] = answer.error or answer.stderr.strip()[-300:]
+            not_written[name] = answer.error or answer.stderr.strip()[-300:]
+    return written, not_written
+
+
+@dataclass
+class AppliedFindings:
+    """What `doctor --cordon` or `bench --cordon` changed (Decision: what it wanted)."""
+
+    by: str
+    decision: Decision
+    written: list[str] = field(default_factory=list)
+    missed: dict[str, str] = field(default_factory=dict)
+    #: Why nothing could be written (then nothing changed).
+    problem: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            **self.decision.to_dict(),
+            "written": self.written,
+            "missed": self.missed,
+            "problem": self.problem,
+        }
+
+
+def apply_findings(plan: ClusterPlan, found: Findings) -> AppliedFindings:
+    """Cordon the nodes `found` fails and return the ones it cordoned that pass now
+    (cordon_verdicts.decide), read from every node once and written to them once. A state
+    that cannot be written is the result's `problem`, not an error: the run's own report
+    stands."""
+    current, cores, missed = read(plan)
+    decision = cordon_verdicts.decide(found, current)
+    result = AppliedFindings(found.by, decision, missed=dict(missed))
+    if not decision.changes:
+        return result
+    state = decision.applied(current, by=found.by, who=who(), at=time.time())
+    try:
+        result.written, result.missed = write_state(plan, state, cores, missed)
+    except MpiclusterError as exc:
+        result.problem = str(exc)
     return result
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from mpicluster.health import CordonResult, NodesReport
+from mpicluster.health import AppliedFindings, CordonResult, NodesReport
 from mpicluster.render.display import Display, styled
 from mpicluster.render.jobs import when
 
@@ -57,7 +57,30 @@ def show_cordon(display: Display, result: CordonResult, *, as_json: bool = False
         )
     else:
         display.success(f"{node} returned: back in the hostfiles on {len(result.written)} node(s)")
-    for name, why in result.missed.items():
+    _missed(display, result.missed)
+
+
+def show_applied(display: Display, applied: AppliedFindings) -> None:
+    """What `doctor --cordon` or `bench --cordon` changed, one line each, after its report
+    (with --json the report carries it under "cordons")."""
+    decision = applied.decision
+    done = "" if not applied.problem else " (not written)"
+    for node, reason in decision.cordon.items():
+        display.info(f"cordoned {node}{done}: {reason}")
+    for node in decision.give_back:
+        display.info(f"returned {node}{done} (it passes now)")
+    for note in decision.notes:
+        display.info(note)
+    if applied.problem:
+        display.error(f"--cordon changed nothing: {applied.problem}")
+    elif not decision.changes:
+        display.info(f"--cordon: no node for {applied.by} to cordon or return")
+    else:
+        _missed(display, applied.missed)
+
+
+def _missed(display: Display, missed: dict[str, str]) -> None:
+    for name, why in missed.items():
         display.warning(
             f"{name} could not be reached ({escape(why)}): it gets the cordons at the next "
             "cordon, uncordon or up (the newest state wins)"

@@ -2,7 +2,7 @@
 source (tests/cluster/conftest.py's `build`): healthy on every node as root and as the
 MPI user; then one break at a time on node2, each named by the check in NHC's manner
 and gone once undone (the same judges doctor uses: tests/unit/test_node_health.py);
-then node2 cordoned and returned.
+then node2 cordoned and returned, by hand and by `doctor --cordon`.
 
 Named to run after test_stack_build.py, whose tests need the cluster as `local up`
 left it (pytest runs the modules in name order); its `ready` runs `up` first.
@@ -157,3 +157,55 @@ def test_a_cordoned_node_is_left_out_of_hostfiles_run_and_up_until_returned(read
     assert sorted(ran.stdout.split()) == sorted(nodes_)
     again = mpicluster("uncordon", inventory, BROKEN)
     assert f"{BROKEN} is not cordoned" in again.stdout
+
+
+#: The checks `doctor --cordon` runs here: the break (disk), and every node's hostfiles
+#: as the cordon wrote them (hostfile), in seconds.
+CORDON_CHECKS = ("--check", "ssh", "--check", "disk", "--check", "hostfile")
+
+
+def doctor_cordon(ready) -> tuple[int, dict]:
+    done = mpicluster(
+        "doctor", str(ready["inventory"]), "--json", "--cordon", *CORDON_CHECKS, check=False
+    )
+    assert done.returncode in (0, 1, 2), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_doctor_cordon_cordons_the_node_it_fails_and_returns_it_once_it_passes(ready):
+    cluster, inventory, nodes_ = ready["cluster"], str(ready["inventory"]), ready["nodes"]
+    rest = [n for n in nodes_ if n != BROKEN]
+    code, report = doctor_cordon(ready)
+    assert code in (0, 1) and report["cordons"]["cordoned"] == {}, report  # healthy: none
+    try:
+        cluster.ssh(BROKEN, "sudo chmod 0755 /tmp")
+        try:
+            code, report = doctor_cordon(ready)
+            assert code == 2, report  # the report's exit code, cordoning or not
+            (reason,) = report["cordons"]["cordoned"].values()
+            assert list(report["cordons"]["cordoned"]) == [BROKEN], report["cordons"]
+            assert reason.startswith("doctor: disk: /tmp is not writable by vagrant (mode 0755")
+            assert sorted(report["cordons"]["written"]) == sorted(nodes_)
+            _, states_now = nodes(ready)
+            (entry,) = [n for n in states_now["nodes"] if n["name"] == BROKEN]
+            assert (entry["state"], entry["cordon"]["by"]) == ("cordoned", "doctor")
+            assert entry["cordon"]["reason"] == reason
+            assert hostfile_hosts(ready) == dict.fromkeys(nodes_, rest)
+            ran = mpicluster("run", inventory, "--", "hostname", check=False)
+            assert ran.returncode == 0, ran.stderr
+            assert sorted(ran.stdout.split()) == sorted(rest)
+            assert f"{BROKEN} is cordoned (doctor: disk: " in ran.stderr
+            # still broken: it stays cordoned, nothing else changes
+            code, report = doctor_cordon(ready)
+            assert code == 2 and not report["cordons"]["cordoned"], report["cordons"]
+            assert not report["cordons"]["returned"]
+        finally:
+            cluster.ssh(BROKEN, "sudo chmod 1777 /tmp")
+        code, report = doctor_cordon(ready)
+        assert code in (0, 1) and report["cordons"]["returned"] == [BROKEN], report
+        assert hostfile_hosts(ready) == dict.fromkeys(nodes_, nodes_)
+        ran = mpicluster("run", inventory, "--", "hostname")
+        assert sorted(ran.stdout.split()) == sorted(nodes_)
+    finally:
+        # whatever failed above: the node back in jobs for the modules after this one
+        mpicluster("uncordon", inventory, BROKEN, check=False)

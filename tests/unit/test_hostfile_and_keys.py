@@ -21,6 +21,8 @@ def test_slots_come_from_slots_then_gpus_then_cores():
     assert hostfile.needs_cores(INV) == ["c1"]
     with pytest.raises(UsageError):
         hostfile.slots(INV, {})
+    # a cordoned node is in no hostfile: its cores are not needed (it may be unreachable)
+    assert hostfile.slots(INV, {}, ["g1", "g2"]) == {"g1": 8, "g2": 4}
 
 
 @pytest.mark.parametrize(

@@ -56,12 +56,12 @@ def expected_hostfiles(g: Gathered) -> dict[str, str | None]:
     """The files `up` would write (without the cordoned nodes); None where a node's
     slots cannot be known."""
     cores = {n: int((g.facts(n) or {}).get("nproc") or 1) for n in g.probed}
+    ready = cordoned(g).ready(g.names)  # a cordoned node's slots are not needed
     try:
-        slots = hostfile.slots(g.plan, cores)
+        slots = hostfile.slots(g.plan, cores, ready)
     except UsageError:  # a node without slots, GPUs or facts: its slots are unknown
         return dict.fromkeys(hostfile.PATHS)
-    state = cordoned(g)
-    return hostfile.rendered({n: s for n, s in slots.items() if n not in state.cordons})
+    return hostfile.rendered(slots)
 
 
 def check_hostfile(g: Gathered) -> CheckReport:
