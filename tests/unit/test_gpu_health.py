@@ -81,7 +81,7 @@ def test_the_h200_reads_as_it_is_and_is_healthy(probe):
             "1 uncorrectable ECC error(s) in its lifetime",
         ),
         ({"remapped_rows__remapped_row_failure": "Yes"}, Status.FAIL, "row remapping failed"),
-        ({"remapped_rows__remapped_row_pending": "Yes"}, Status.WARN, "waits for a GPU reset"),
+        ({"remapped_rows__remapped_row_pending": "Yes"}, Status.FAIL, "waits for a GPU reset"),
         (
             {"pci__pci_gpu_link_info__link_widths__current_link_width": "8x"},
             Status.WARN,

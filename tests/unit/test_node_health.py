@@ -128,7 +128,28 @@ def test_the_recorded_h200_is_healthy_and_a_doctored_one_is_not(program, probe):
     assert "Xid 79 30 s ago: the GPU has fallen off the bus" in evidence
     pending = changed(remapped_rows__remapped_row_pending="Yes")
     ((check, status, evidence),) = findings(program, gpu_facts(probe, pending))
-    assert (check, status) == ("gpus", "warn") and "row remap" in evidence
+    assert (check, status) == ("gpus", "fail") and "row remap" in evidence
     ((check, status, evidence),) = findings(program, gpu_facts(probe, count=0))
     assert (check, status) == ("gpus", "fail")
     assert evidence == "nvidia-smi shows 0 GPUs on g1, the inventory says 1"
+
+
+def test_a_doctored_h200_is_drained_with_its_finding_as_the_reason(program, probe):  # noqa: F811
+    """The node's result as Slurm's step reads it: an Xid 79, or a pending row remap, on
+    the recorded H200 is a drain whose reason is that finding."""
+    from mpicluster.health.drain_rules import SlurmNode, decide, reason_of
+
+    xid = {"xid": 79, "bus": "0000:00:06", "age_s": 30, "text": "fallen off the bus"}
+    pending = changed(remapped_rows__remapped_row_pending="Yes")
+    for facts, said in (
+        (gpu_facts(probe, xids=[xid]), "Xid 79 30 s ago: the GPU has fallen off the bus"),
+        (gpu_facts(probe, pending), "a row remap or page retirement waits for a GPU reset"),
+    ):
+        result = program.report(GPU_RECORD, "g1", program.judge(GPU_RECORD, "g1", facts), 0.1)
+        first = program.first_failure(result)
+        reason = reason_of(first["check"], first["evidence"])
+        step = decide(result["healthy"], reason, SlurmNode(frozenset({"IDLE"})), None, nodes=4)
+        assert step.action == "drain" and reason.startswith("mpicluster: gpus: g1 GPU 0 (00000000:00:06.0")
+        assert said in reason
+    healthy = program.report(GPU_RECORD, "g1", program.judge(GPU_RECORD, "g1", gpu_facts(probe)), 0)
+    assert healthy["healthy"] and program.first_failure(healthy) is None

@@ -119,8 +119,9 @@ def _memory(node: str, gpu: dict[str, Any]) -> list[Result]:
     if remapped.get("failure"):
         found.append(failed(node, f"{name}: row remapping failed", REPLACE))
     elif remapped.get("pending") or gpu.get("retirement_pending"):
+        # a failure: the drain that lets running jobs end is the way to the reset
         found.append(
-            warned(
+            failed(
                 node,
                 f"{name}: a row remap or page retirement waits for a GPU reset",
                 RESET.format(index=gpu["index"]) + " when it is idle",
