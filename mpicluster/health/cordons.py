@@ -21,6 +21,7 @@ from mpicluster.cluster.cordon_verdicts import Decision, Findings
 from mpicluster.cluster.cordons import Cordon, CordonState
 from mpicluster.cluster.layout import CORDONS
 from mpicluster.cluster.plan import ClusterPlan
+from mpicluster.health import site_command
 from mpicluster.nodes import transport
 from mpicluster.util.errors import MpiclusterError, UsageError
 
@@ -46,6 +47,8 @@ class CordonResult:
     #: node -> why the new state could not be written there (it gets it at the next
     #: change or `up`: the newest version wins).
     missed: dict[str, str] = field(default_factory=dict)
+    #: What went wrong running the site's on_change command, one line each.
+    on_change: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +58,7 @@ class CordonResult:
             "cordons": {n: c.to_dict() for n, c in self.state.cordons.items()},
             "written": self.written,
             "missed": self.missed,
+            "on_change": self.on_change,
         }
 
 
@@ -111,6 +115,10 @@ def change(
         state = current.without(node)
     result = CordonResult(node, "cordoned" if text is not None else "returned", state)
     result.written, result.missed = write_state(plan, state, cores, missed)
+    if result.written:
+        was = current.cordons.get(node)
+        said = text if text is not None else (was.reason if was else "")
+        result.on_change = site_command.on_change(plan, [(node, result.action, said)])
     return result
 
 
@@ -144,6 +152,8 @@ class AppliedFindings:
     missed: dict[str, str] = field(default_factory=dict)
     #: Why nothing could be written (then nothing changed).
     problem: str = ""
+    #: What went wrong running the site's on_change command, one line each.
+    on_change: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -152,6 +162,7 @@ class AppliedFindings:
             "written": self.written,
             "missed": self.missed,
             "problem": self.problem,
+            "on_change": self.on_change,
         }
 
 
@@ -170,6 +181,11 @@ def apply_findings(plan: ClusterPlan, found: Findings) -> AppliedFindings:
         result.written, result.missed = write_state(plan, state, cores, missed)
     except MpiclusterError as exc:
         result.problem = str(exc)
+        return result
+    if result.written:
+        changes = [(n, "cordoned", reason) for n, reason in decision.cordon.items()]
+        changes += [(n, "returned", current.cordons[n].reason) for n in decision.give_back]
+        result.on_change = site_command.on_change(plan, changes)
     return result
 
 

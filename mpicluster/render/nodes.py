@@ -58,6 +58,8 @@ def show_cordon(display: Display, result: CordonResult, *, as_json: bool = False
     else:
         display.success(f"{node} returned: back in the hostfiles on {len(result.written)} node(s)")
     _missed(display, result.missed)
+    for said in result.on_change:
+        display.warning(escape(said))
 
 
 def show_applied(display: Display, applied: AppliedFindings) -> None:
@@ -77,6 +79,8 @@ def show_applied(display: Display, applied: AppliedFindings) -> None:
         display.info(f"--cordon: no node for {applied.by} to cordon or return")
     else:
         _missed(display, applied.missed)
+    for said in applied.on_change:
+        display.warning(escape(said))
 
 
 def _missed(display: Display, missed: dict[str, str]) -> None:

@@ -49,6 +49,7 @@ REGISTRY = {
     "mpicluster.health.cordons:write": "test_the_cordon_writer_keeps_every_file_whole",
     "mpicluster.health.cordons:read_command": "test_the_cordon_writer_keeps_every_file_whole",
     "mpicluster.remote.slurmnode:on_change": "test_the_sites_on_change_gets_each_word_whole",
+    "mpicluster.health.site_command:on_change": "test_the_sites_on_change_gets_each_word_whole",
     "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
     "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
@@ -1259,3 +1260,16 @@ def test_the_sites_on_change_gets_each_word_whole(tmp_path):
     assert json.loads(out.read_text()) == ["node-2", "drained", reason]
     said = slurmnode.on_change("exit 3", "n", "returned", "r")
     assert said == "on_change exited 3: "
+    # the same words from the control machine, at a cordon and a return
+    from mpicluster.health import site_command
+
+    calls = recorder(tmp_path / "bin", "page")
+    plan = inventory(tmp_path, GOOD + f"health:\n  on_change: {tmp_path / 'bin' / 'page'}\n")
+    changes = [("node-2", "cordoned", reason), ("n1", "returned", "")]
+    assert site_command.on_change(plan, changes) == []
+    assert calls_of(calls) == [list(change) for change in changes]
+    failing = inventory(tmp_path, GOOD + "health:\n  on_change: exit 4\n")
+    assert site_command.on_change(failing, [("n1", "cordoned", "r")]) == [
+        "on_change for n1 exited 4: "
+    ]
+    assert site_command.on_change(inventory(tmp_path), changes) == []

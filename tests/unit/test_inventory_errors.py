@@ -26,6 +26,8 @@ CASES = [
     ("empty-file", "", "the inventory is empty"),
     ("top-level-list", "- a\n- b\n", "the top level must be a mapping"),
     ("unknown-top-key", GOOD + "gpu: 1\n", ":5: gpu: unknown key"),
+    ("health-interval-short", GOOD + "health: {interval: 2}\n", ":5: health.interval:"),
+    ("health-unknown-key", GOOD + "health: {every: 60}\n", ":5: health.every: unknown key"),
     (
         "unknown-node-key",
         "cluster: a\nnodes:\n  - {name: n1, adress: 10.0.0.1}\n",

@@ -149,7 +149,8 @@ def test_a_doctored_h200_is_drained_with_its_finding_as_the_reason(program, prob
         first = program.first_failure(result)
         reason = reason_of(first["check"], first["evidence"])
         step = decide(result["healthy"], reason, SlurmNode(frozenset({"IDLE"})), None, nodes=4)
-        assert step.action == "drain" and reason.startswith("mpicluster: gpus: g1 GPU 0 (00000000:00:06.0")
+        assert step.action == "drain"
+        assert reason.startswith("mpicluster: gpus: g1 GPU 0 (00000000:00:06.0")
         assert said in reason
     healthy = program.report(GPU_RECORD, "g1", program.judge(GPU_RECORD, "g1", gpu_facts(probe)), 0)
     assert healthy["healthy"] and program.first_failure(healthy) is None
