@@ -36,7 +36,9 @@ LIBRARIES = (
     "loginlimits",
     "nodedisk",
     "rankenv",
+    "sshlogin",
     "mpicluster_applied",
+    "mpicluster_envblock",
     "mpicluster_stackfiles",
     "procinfo",
 )
