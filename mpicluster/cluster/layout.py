@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mpicluster.cluster.inventory import Inventory
-from mpicluster.util import templates
+if TYPE_CHECKING:  # the node's health check ships this module: stdlib only at its top
+    from mpicluster.cluster.inventory import Inventory
 
 CONFIG_DIR = "/etc/mpicluster"
 HOSTFILE = f"{CONFIG_DIR}/hostfile"
@@ -184,6 +184,8 @@ class Layout:
     def shell_exports(self, variables: dict[str, str]) -> str:
         """The environment `up` writes into /etc/environment, for `. /etc/mpicluster/env`
         in a user's own scripts (which an interactive shell's profile may have changed)."""
+        from mpicluster.util import templates  # the control machine's alone
+
         return templates.render(
             "env.sh.j2",
             path_dirs=self.path_dirs,

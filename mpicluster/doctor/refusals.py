@@ -167,14 +167,95 @@ def client_config(
 
 
 def key_mode(facts: dict, node: str) -> Finding | None:
-    key = ((facts.get("access") or {}).get("login") or {}).get("key") or {}
-    if "mode" not in key or not int(key["mode"], 8) & 0o077:
+    """The cluster key on `node` in a mode or an owner its user's ssh does not use."""
+    login = (facts.get("access") or {}).get("login") or {}
+    key = login.get("key") or {}
+    if "mode" not in key:
+        return None
+    if login.get("uid") is not None and key["uid"] != login["uid"]:
+        return (
+            f"{key['path']} on {node} belongs to {key['owner']}, not {login.get('user')}: "
+            f"ssh as {login.get('user')} cannot use a private key it does not own (mode 0600)",
+            f"chown {login.get('user')} {key['path']} on {node}",
+        )
+    if not int(key["mode"], 8) & 0o077:
         return None
     return (
         f"{key['path']} on {node} has mode {key['mode']}: ssh refuses a private key "
         "others can read (UNPROTECTED PRIVATE KEY FILE)",
         f"chmod 600 {key['path']} on {node}",
     )
+
+
+def no_key(facts: dict, node: str, cluster: str) -> Finding | None:
+    """`node` has no cluster key to log in to its peers with."""
+    if (facts.get("ssh") or {}).get("key") is not False:
+        return None
+    return (
+        f"{node} has no cluster key ~/.ssh/mpicluster_{cluster}",
+        f"run `mpicluster up`: it installs the cluster key on {node}",
+    )
+
+
+def not_authorized(facts: dict, node: str, cluster: str) -> Finding | None:
+    """`node` does not accept the cluster key: no line of it in authorized_keys."""
+    if (facts.get("ssh") or {}).get("authorized") is not False:
+        return None
+    return (
+        f"{node}'s ~/.ssh/authorized_keys has no line ending ` mpicluster:{cluster}`",
+        f"run `mpicluster up`: it writes the cluster key's line into {node}'s "
+        "~/.ssh/authorized_keys",
+    )
+
+
+def other_key(src: dict, dst: dict, source: str, target: str) -> Finding | None:
+    """`target` accepts another cluster key than the one `source` logs in with."""
+    mine = (src.get("ssh") or {}).get("key_fp")
+    accepted = (dst.get("ssh") or {}).get("authorized_fp")
+    if not mine or not accepted or mine == accepted:
+        return None
+    return (
+        f"{target}'s cluster key line holds {accepted}, {source}'s cluster key is {mine}",
+        "the two nodes hold different cluster keys (one `up` of another inventory with "
+        "the same cluster name?): `mpicluster up` with this inventory rewrites both",
+    )
+
+
+def nologin(node: str, user: str, shell: str = "nologin") -> Finding:
+    return (
+        f"{node}'s login shell for {user} is {shell}",
+        f"`chsh -s /bin/bash {user}` on {node}: MPI's daemons start through it",
+    )
+
+
+def not_listening(facts: dict, node: str) -> Finding | None:
+    """Nothing listens on `node`'s ssh port (what its peers' ssh connects to), as the
+    node's own sockets say (the node's health check reads them: accessfacts.listening)."""
+    sshd = (facts.get("access") or {}).get("sshd_listens") or {}
+    if sshd.get("listening") is not False:
+        return None
+    port = sshd["port"]
+    return (
+        f"nothing listens on {node}'s ssh port {port} (no listening socket in "
+        "/proc/net/tcp or tcp6): sshd is not running, or listens on another port",
+        f"start sshd on {node} (`systemctl start ssh`), listening on port {port}, the port "
+        f"the inventory gives for {node}: its peers' ssh, and so mpirun's launch into it, "
+        "are refused; `ss -ltn` there shows what listens",
+    )
+
+
+def own_files(facts: dict, node: str, cluster: str) -> list[Finding]:
+    """What on `node` alone keeps the mesh's logins out of it or in: its cluster key
+    (there, usable, the one it accepts) and the modes StrictModes judges; one finding
+    per cause. What the node's own health check judges of the mesh."""
+    found = [
+        no_key(facts, node, cluster),
+        key_mode(facts, node),
+        not_authorized(facts, node, cluster),
+        other_key(facts, facts, node, node),
+        strict_modes(facts, node),
+    ]
+    return [finding for finding in found if finding is not None]
 
 
 def known_hosts_lacks(facts: dict, node: str, target: str, addresses: list[str]) -> Finding | None:
@@ -221,13 +302,7 @@ def predict(
     """Whether `source`'s login to `target` can work, judged from both nodes' facts
     alone: what the mesh check reports for a pair it did not log in over. The same
     causes a real login's failure is explained by, each one read on a node."""
-    trust = src.get("ssh") or {}
-    if trust.get("key") is False:
-        return (
-            f"{source} has no cluster key ~/.ssh/mpicluster_{cluster}",
-            f"run `mpicluster up`: it installs the cluster key on {source}",
-        )
-    found = key_mode(src, source)
+    found = no_key(src, source, cluster) or key_mode(src, source)
     if found:
         return found
     own = (dst.get("access") or {}).get("host_keys") or []
@@ -244,22 +319,10 @@ def predict(
                 f"{source}'s copy of {target}'s host key is stale: `mpicluster up` rewrites "
                 "the block from the nodes' current keys",
             )
-    theirs = dst.get("ssh") or {}
-    if theirs.get("authorized") is False:
-        return (
-            f"{target}'s ~/.ssh/authorized_keys has no line ending ` mpicluster:{cluster}`",
-            f"run `mpicluster up`: it writes the cluster key's line into {target}'s "
-            "~/.ssh/authorized_keys",
-        )
-    mine, accepted = trust.get("key_fp"), theirs.get("authorized_fp")
-    if mine and accepted and mine != accepted:
-        return (
-            f"{target}'s cluster key line holds {accepted}, {source}'s cluster key is {mine}",
-            "the two nodes hold different cluster keys (one `up` of another inventory with "
-            "the same cluster name?): `mpicluster up` with this inventory rewrites both",
-        )
     return (
-        from_list_refuses(dst, target, cluster, source, source_addresses)
+        not_authorized(dst, target, cluster)
+        or other_key(src, dst, source, target)
+        or from_list_refuses(dst, target, cluster, source, source_addresses)
         or sshd_refuses(dst, target, user, source, source_addresses)
         or strict_modes(dst, target)
     )

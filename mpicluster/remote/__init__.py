@@ -36,7 +36,9 @@ LIBRARIES = (
     "loginlimits",
     "nodedisk",
     "rankenv",
+    "sshlogin",
     "mpicluster_applied",
+    "mpicluster_envblock",
     "mpicluster_stackfiles",
     "mpicluster_slurmnodes",
     "procinfo",
@@ -76,7 +78,8 @@ def _package_imports(text: str) -> list[str]:
     are the control machine's alone and are not shipped)."""
     found = []
     for match in re.finditer(r"^from (mpicluster(?:\.\w+)*) import ([\w, ]+)$", text, re.M):
-        package, names = match.group(1), [n.strip() for n in match.group(2).split(",")]
+        package = match.group(1)
+        names = [n.split(" as ")[0].strip() for n in match.group(2).split(",")]
         for name in names:
             inner = f"{package}.{name}"
             found.append(inner if _package_file(inner) and inner.count(".") else package)

@@ -5,6 +5,8 @@ cause would leave behind, so that doctor names the cause it saw on the node, not
 usual suspect:
 - login(): the modes and owners sshd's StrictModes judges, and the sshd settings that
   refuse keys or users (with the file and line that set them);
+- trust(): the cluster key, its line in authorized_keys, mpicluster's ssh blocks;
+- listening(): whether anything listens on the ssh port (the node's own check);
 - known_host_keys(): the keys the managed known_hosts block holds, by host;
 - setters(): the startup files that set a variable for non-interactive logins;
 - resolver(): /etc/nsswitch.conf's hosts line and the /etc/hosts lines naming a host;
@@ -138,22 +140,101 @@ def keep_sshd_setting(found, keyword, value, where):
         entries.append([value, where])
 
 
-def login(cluster):
-    """What sshd on this node judges before it accepts the cluster key for this user."""
-    home = os.path.expanduser("~")
+def login(cluster, user=None):
+    """What sshd on this node judges before it accepts the cluster key for this user
+    (or, read by root, for `user`)."""
+    if user is None:
+        name, uid, home, names = owner_name(os.getuid()), os.getuid(), home_of(None), groups()
+    else:
+        import pwd
+
+        entry = pwd.getpwnam(user)
+        name, uid, home = entry.pw_name, entry.pw_uid, entry.pw_dir
+        names = groups_of(name, entry.pw_gid)
     ssh_dir = home + "/.ssh"
     return {
-        "user": owner_name(os.getuid()),
-        "uid": os.getuid(),
-        "groups": groups(),
+        "user": name,
+        "uid": uid,
+        "groups": names,
         "paths": [stat_of(home), stat_of(ssh_dir), stat_of(ssh_dir + "/authorized_keys")],
         "key": stat_of(ssh_dir + "/mpicluster_" + cluster),
         "sshd": sshd_settings(),
     }
 
 
-def startup_paths():
-    home = os.path.expanduser("~")
+def home_of(home):
+    return home if home is not None else os.path.expanduser("~")
+
+
+def groups_of(name, gid):
+    """The names of `name`'s groups (its primary group `gid` and the others)."""
+    try:
+        import grp
+
+        return sorted(set(grp.getgrgid(g).gr_name for g in os.getgrouplist(name, gid)))
+    except (ImportError, KeyError, OSError):
+        return []
+
+
+def trust(cluster, home=None):
+    """The cluster's ssh trust in `home` (this user's by default): the cluster key, its
+    line in authorized_keys (and that line's from= list), mpicluster's blocks. key and
+    authorized are None where the files cannot be read (root on a home that squashes
+    root), False where they are not there."""
+    home = home_of(home)
+    marker = " mpicluster:" + cluster
+    authorized = readable(home + "/.ssh/authorized_keys")
+    lines = (authorized or "").splitlines()
+    line = next((x for x in lines if x.rstrip().endswith(marker)), None)
+    source = re.match(r'from="([^"]*)"', line) if line else None
+    key = stat_of(home + "/.ssh/mpicluster_" + cluster)
+    return {
+        "home": home,
+        "key_fp": key_fingerprint(read_text(home + "/.ssh/mpicluster_" + cluster + ".pub")),
+        "authorized_fp": key_fingerprint(line),
+        "key": "mode" in key if key.get("error") in (None, MISSING) else None,
+        "config_block": "# BEGIN mpicluster " + cluster + "\n"
+        in (read_text(home + "/.ssh/config") or ""),
+        "known_hosts_block": "# BEGIN mpicluster " + cluster + " host keys"
+        in (read_text("/etc/ssh/ssh_known_hosts") or ""),
+        "authorized": None if authorized is False else line is not None,
+        "authorized_from": source.group(1).split(",") if source else None,
+    }
+
+
+MISSING = os.strerror(2)  # ENOENT's words, as stat_of reports them
+
+
+def readable(path):
+    """The text of `path`; "" when it is not there; False when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return False
+
+
+def listening(port):
+    """{"port", "listening"}: whether a TCP socket listens on `port` here (IPv4 or IPv6,
+    any address), from the kernel's tables; listening None where none can be read."""
+    found = None
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        text = read_text(path)
+        if text is None:
+            continue
+        found = found or False
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            # local address "ADDR:PORT" in hex; state 0A is LISTEN
+            if len(fields) > 3 and fields[3] == "0A" and fields[1].endswith(":%04X" % port):
+                return {"port": port, "listening": True}
+    return {"port": port, "listening": found}
+
+
+def startup_paths(home=None):
+    home = home_of(home)
     paths = []
     for pattern in STARTUP_FILES:
         pattern = pattern.replace("~", home, 1)
@@ -162,8 +243,9 @@ def startup_paths():
     return paths
 
 
-def setters(variables):
-    """{variable: ["file:line: text", ...]}: startup lines that assign it."""
+def setters(variables, home=None):
+    """{variable: ["file:line: text", ...]}: startup lines that assign it (in this user's
+    files, or those of the user whose home is `home`)."""
     found = {}
     if not variables:
         return found
@@ -171,7 +253,7 @@ def setters(variables):
         (name, re.compile(r"(^|[\s;])(export\s+)?" + re.escape(name) + r"\s*="))
         for name in variables
     )
-    for path in startup_paths():
+    for path in startup_paths(home):
         text = read_text(path)
         if text is None:
             continue

@@ -3,8 +3,9 @@ alone, in about a second, with doctor's own judges (shipped with this program fr
 mpicluster/doctor/checks: one judge per finding, two callers).
 
 `up` installs it as /usr/local/sbin/mpicluster-health with its record of the cluster
-(/etc/mpicluster/health.json: the layout, and each node's MPI user, GPUs and slots).
-Run as root (by Slurm, by hand) or as the MPI user:
+(/etc/mpicluster/health.json: the layout, the MPI settings of /etc/environment's block,
+and each node's MPI user, ssh port, GPUs and slots). Run as root (by Slurm, by hand) or
+as the MPI user:
 
     mpicluster-health [--json] [--node NAME] [--config FILE] [--slurm | --prolog]
 
@@ -12,7 +13,22 @@ It judges the active stack against its manifest (size, mode, mtime, and the sha2
 what a launch loads), free disk where the stack lives, /tmp and /dev/shm writable by the
 MPI user with room for this node's ranks, and on GPU nodes nvidia-smi's count against
 the inventory and the GPUs' health (hardware Xids, ECC and row remapping, NVLink,
-clocks, persistence, the NVSwitch fabric).
+clocks, persistence, the NVSwitch fabric). For the MPI user it judges what a peer's ssh
+and mpirun's launch meet here: sshd listening on the node's ssh port, a login shell that
+runs commands, home, ~/.ssh and authorized_keys in modes StrictModes accepts, the
+cluster key there (0600, the user's own) and accepted (ssh); and what their
+non-interactive ssh login gets, reproduced here as remote/sshlogin.py says (sshd's
+variables, pam_env's /etc/environment, pam_limits' limits over sshd's own, then their
+shell's startup files): PATH and LD_LIBRARY_PATH holding the stack, mpirun and mpicc
+resolving to it, the block literal and not overridden (env), the python, mpi4py, libmpi
+and prted it finds and its loading variables (rank), its open files, locked memory and
+processes limits (limits).
+
+What only doctor sees, from its real ssh logins and from every node at once: whether a
+peer's login is accepted (host keys, known_hosts, the key line's from= list, sshd's
+AllowUsers and Match blocks), sshd's own environment and PAM (SetEnv, AcceptEnv,
+~/.ssh/environment, pam_env.conf), output a login prints before its command, and
+settings that differ between nodes.
 
 With `scheduler: slurm`, slurmd runs it every `health.interval` seconds as its
 HealthCheckProgram (`--slurm`, through mpicluster-health-slurm) and before every job as
@@ -32,18 +48,24 @@ an unknown node). Run as root, it keeps its result in
 
 import json
 import os
+import pwd
 import socket
 import sys
 import time
 
+import accessfacts
 import gpuhealth
 import loginlimits
 import nodedisk
 import nodeinfo
+import rankenv
 import slurmnode
+import sshlogin
 
-from mpicluster.doctor.checks import disk, gpu_health, limits, stack_files
-from mpicluster.doctor.model import Status
+from mpicluster.cluster.layout import ENVIRONMENT_FILE, Layout
+from mpicluster.doctor import refusals
+from mpicluster.doctor.checks import disk, environment, gpu_health, limits, rank_env, stack_files
+from mpicluster.doctor.model import Status, failed, passed, warned
 from mpicluster.health import drain_rules
 
 CONFIG = "/etc/mpicluster/health.json"
@@ -117,6 +139,8 @@ def gather(config, node, busy=False, fast=False):
             facts["disk"][label]["busy"] = True
     else:
         facts["shm_files"] = loginlimits.shm_files()
+    if user:
+        facts.update(login_facts(config, node, user))
     if config["nodes"][node].get("gpus") and config.get("gpus_present", True):
         facts["gpus"] = nodeinfo.gpus()
         if (facts["gpus"] or {}).get("ok") and not fast:
@@ -124,11 +148,83 @@ def gather(config, node, busy=False, fast=False):
     return facts
 
 
+#: The login environment the env check reads, besides the MPI settings of the record.
+ENV_KEYS = ["PATH", "LD_LIBRARY_PATH", "TMPDIR", "HOME"]
+#: Login shells that run no command.
+NOLOGIN = ("nologin", "false")
+
+
+def layout_of(config):
+    got = config["layout"]
+    return Layout(
+        got["prefix"], got["install"], got.get("cuda_home"), packages=bool(got.get("packages"))
+    )
+
+
+def login_facts(config, node, user):
+    """What sshd judges of the MPI user's files, and what their non-interactive ssh login
+    gets here (reproduced: remote/sshlogin.py), as doctor's probe reads them in a real
+    one: its environment, its limits, what that environment resolves."""
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return {"login": {"no_user": True}}
+    port = config["nodes"][node].get("port")  # a record of an older `up` has none
+    facts = {
+        "ssh": accessfacts.trust(config["cluster"], entry.pw_dir),
+        "access": {
+            "login": accessfacts.login(config["cluster"], user),
+            "sshd_listens": accessfacts.listening(int(port)) if port else {},
+        },
+        "login": {"shell": entry.pw_shell},
+    }
+    if os.path.basename(entry.pw_shell or "") in NOLOGIN:
+        return facts
+    if os.geteuid() not in (0, entry.pw_uid):
+        facts["login"]["unmeasured"] = "run as %s, not as root or %s" % (
+            accessfacts.owner_name(os.geteuid()),
+            user,
+        )
+        return facts
+    env = sshlogin.environment(entry, int(port or 22))
+    login = sshlogin.measure(entry, env, sshlogin.session_limits(entry))
+    facts["login"].update(login)
+    if "error" not in login:
+        add_login(facts, config, entry, login)
+    return facts
+
+
+def add_login(facts, config, entry, login):
+    """The probe's facts of a login, read from the reproduced one."""
+    env = login["env"]
+    variables = rankenv.variables(env)
+    settings = sorted(config.get("mpi_env") or {})
+    home = entry.pw_dir
+    wanted = ["PATH", "LD_LIBRARY_PATH", *settings, *variables]
+    facts["access"]["setters"] = accessfacts.setters(wanted, home)
+    facts.update(
+        {
+            "env": dict([(k, env.get(k)) for k in ENV_KEYS + settings], USER=entry.pw_name),
+            "which": dict((p, rankenv.which(p, env.get("PATH", ""))) for p in ("mpirun", "mpicc")),
+            "environment_file": nodeinfo.read_text(ENVIRONMENT_FILE),
+            "limits": dict(login["limits"], setters=loginlimits.setters(home=home)),
+            "rank_env": rankenv.rank_environment(
+                variables,
+                layout_of(config).current,
+                environ=env,
+                preexec=sshlogin.becoming(entry, None),
+            ),
+            "rdma": nodeinfo.rdma_devices(),
+        }
+    )
+
+
 def judge(config, node, facts):
     """[(check, Result)]: every finding of the shared judges, passes included."""
     wanted = config["nodes"][node]
     found = [("stack", r) for r in stack_files.judge(node, facts)]
     found += [("disk", r) for r in disk.judge_disk(node, facts)]
+    found += judge_login(config, node, facts)
     ranks = sum(int(n.get("slots") or 1) for n in config["nodes"].values())
     slots = int(wanted.get("slots") or 1)
     found += [("limits", r) for r in limits.judge(node, facts, slots, ranks)]
@@ -138,6 +234,72 @@ def judge(config, node, facts):
         if not counted:
             found += [("gpus", r) for r in gpu_health.judge(node, facts.get("gpu_health") or {})]
     return found
+
+
+def judge_login(config, node, facts):
+    """The MPI user's ssh files and sshd (ssh), their login's environment (env) and what
+    it resolves (rank): [(check, Result)]; nothing without a user in the record."""
+    user = config["nodes"][node].get("user")
+    login = facts.get("login")
+    if not user or login is None:
+        return []
+    if login.get("no_user"):
+        return [
+            (
+                "ssh",
+                failed(
+                    node,
+                    "%s, the MPI user, has no account on %s" % (user, node),
+                    "create %s on %s as on the other nodes (the same uid and home)" % (user, node),
+                ),
+            )
+        ]
+    found = [("ssh", r) for r in judge_ssh(config, node, user, facts)]
+    if login.get("unmeasured") or login.get("error"):
+        found.append(("env", unmeasured(node, user, login)))
+    elif "env" in facts:
+        lay, expected = layout_of(config), config.get("mpi_env") or {}
+        found += [("env", r) for r in environment.judge(lay, expected, node, facts)]
+        found += [("rank", r) for r in rank_env.judge_node(lay, expected, node, facts) or []]
+    return found
+
+
+def judge_ssh(config, node, user, facts):
+    """sshd listening, the login shell, and the files sshd and ssh judge: doctor's own
+    causes of a refused login (doctor/refusals.py), one finding each."""
+    shell = facts["login"].get("shell") or ""
+    found = [refusals.nologin(node, user, shell)] if os.path.basename(shell) in NOLOGIN else []
+    found += [f for f in [refusals.not_listening(facts, node)] if f]
+    found += refusals.own_files(facts, node, config["cluster"])
+    if found:
+        return [failed(node, evidence, fix) for evidence, fix in found]
+    sshd = facts["access"]["sshd_listens"]
+    return [
+        passed(
+            node,
+            ("sshd listens on port %d; " % sshd["port"] if sshd.get("listening") else "")
+            + "%s's shell, home, ~/.ssh, authorized_keys and the cluster key as sshd and "
+            "ssh accept them" % user,
+        )
+    ]
+
+
+def unmeasured(node, user, login):
+    """A login the check could not reproduce: a warning when it may not become the user,
+    else a failure (a login that fails or hangs here fails mpirun's launch too)."""
+    if login.get("unmeasured"):
+        return warned(
+            node,
+            "%s's login not measured: the check is %s" % (user, login["unmeasured"]),
+            "run mpicluster-health as root (or as %s) to judge a login's environment" % user,
+        )
+    return failed(
+        node,
+        "a non-interactive login of %s on %s does not run its command: %s"
+        % (user, node, login["error"]),
+        "run `ssh %s true` as %s from a peer: a startup file (/etc/bash.bashrc, ~/.bashrc) "
+        "that fails or waits breaks every ssh login there, mpirun's launch included" % (node, user),
+    )
 
 
 def report(config, node, found, seconds):

@@ -272,28 +272,6 @@ def nccl_version(layout):
     return None
 
 
-def ssh_trust(cluster):
-    home = os.path.expanduser("~")
-    marker = " mpicluster:" + cluster
-    authorized = read_text(home + "/.ssh/authorized_keys") or ""
-    line = next((x for x in authorized.splitlines() if x.rstrip().endswith(marker)), None)
-    source = re.match(r'from="([^"]*)"', line) if line else None
-    return {
-        "home": home,
-        "key_fp": accessfacts.key_fingerprint(
-            read_text(home + "/.ssh/mpicluster_" + cluster + ".pub")
-        ),
-        "authorized_fp": accessfacts.key_fingerprint(line),
-        "key": os.path.exists(home + "/.ssh/mpicluster_" + cluster),
-        "config_block": "# BEGIN mpicluster " + cluster + "\n"
-        in (read_text(home + "/.ssh/config") or ""),
-        "known_hosts_block": "# BEGIN mpicluster " + cluster + " host keys"
-        in (read_text("/etc/ssh/ssh_known_hosts") or ""),
-        "authorized": line is not None,
-        "authorized_from": source.group(1).split(",") if source else None,
-    }
-
-
 def gather(spec):
     layout = spec["layout"]
     hostname = socket.gethostname()
@@ -346,7 +324,7 @@ def gather(spec):
             "shm_files": loginlimits.shm_files(),
             "limits": loginlimits.limits(),
             "files": files,
-            "ssh": ssh_trust(spec["cluster"]),
+            "ssh": accessfacts.trust(spec["cluster"]),
             "access": access,
             "versions": {
                 "mpi": mpi_identity(layout),

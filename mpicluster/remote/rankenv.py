@@ -67,17 +67,21 @@ def variables(environ):
     return found
 
 
-def which(program):
-    path = shutil.which(program)
-    return {"path": path, "real": os.path.realpath(path) if path else None}
+def which(program, path=None):
+    """Where `program` is found in `path` (this process's PATH by default)."""
+    found = shutil.which(program, path=path)
+    return {"path": found, "real": os.path.realpath(found) if found else None}
 
 
-def resolve(python_name="python"):
-    """What the login's `python` (python3 where there is none) resolves."""
-    found = which(python_name)
+def resolve(python_name="python", environ=None, preexec=None):
+    """What the login's `python` (python3 where there is none) resolves: in this
+    process's environment, or (the node's health check, as root) in a login's
+    `environ`, run as that login's user by `preexec`."""
+    path = environ.get("PATH", "") if environ is not None else None
+    found = which(python_name, path)
     if not found["path"]:
-        found = which("python3")
-    result = {"python": found, "prted": which("prted"), "orted": which("orted")}
+        found = which("python3", path)
+    result = {"python": found, "prted": which("prted", path), "orted": which("orted", path)}
     if not found["path"]:
         result["error"] = "no python or python3 in PATH"
         return result
@@ -87,6 +91,8 @@ def resolve(python_name="python"):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
+            env=environ,
+            preexec_fn=preexec,
             timeout=TIMEOUT,
             check=False,
         )
@@ -109,13 +115,13 @@ def resolve(python_name="python"):
     return result
 
 
-def rank_environment(found, current):
+def rank_environment(found, current, environ=None, preexec=None):
     """The facts doctor's rank check judges: `found` is variables(os.environ) (the
     probe reads the lines that set them with the others, accessfacts.setters);
-    `current` is the stack's <current>."""
+    `current` is the stack's <current>; `environ` and `preexec`: resolve()'s."""
     return {
         "variables": found,
         "loading": [name for name in LOADING if name in found],
-        "resolved": resolve(),
+        "resolved": resolve(environ=environ, preexec=preexec),
         "stack_root": os.path.realpath(current) if os.path.exists(current) else None,
     }

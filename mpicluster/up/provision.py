@@ -218,16 +218,24 @@ def _health_mode(option: str) -> str:
 
 
 def health_record(plan: ClusterPlan, node_slots: dict[str, int]) -> dict[str, Any]:
-    """What the node's health check (remote/health.py) judges against: the layout, and
-    each node's MPI user, GPUs and slots."""
+    """What the node's health check (remote/health.py) judges against: the layout, the
+    MPI settings of /etc/environment's block, and each node's MPI user, ssh port (the one
+    its peers log in on), GPUs and slots."""
     return {
         "cluster": plan.cluster,
-        "layout": {"prefix": plan.stack.prefix, "install": plan.stack.install},
+        "layout": {
+            "prefix": plan.layout.prefix,
+            "install": plan.layout.install,
+            "cuda_home": plan.layout.cuda_home,
+            "packages": plan.layout.packages,
+        },
+        "mpi_env": dict(plan.mpi_env),
         "gpus_present": plan.stack.gpus_present,
         "on_change": plan.health.on_change,
         "nodes": {
             node.name: {
                 "user": plan.node_ssh(node).user,
+                "port": plan.node_ssh(node).port,
                 "gpus": node.gpus,
                 "slots": node_slots[node.name],
             }

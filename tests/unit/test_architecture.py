@@ -69,13 +69,18 @@ def imports_of(name: str) -> set[str]:
 #: they run on the node's Python, not in this process, so they are no edge of the graph
 #: here (test_node_programs_ship_only_the_judges_doctor_shares holds what they may be).
 SHIPPED_JUDGES = {
+    "mpicluster.cluster.layout",
     "mpicluster.doctor.checks.common",
     "mpicluster.doctor.checks.disk",
+    "mpicluster.doctor.checks.environment",
     "mpicluster.doctor.checks.gpu_health",
     "mpicluster.doctor.checks.limits",
+    "mpicluster.doctor.checks.rank_env",
     "mpicluster.doctor.checks.stack_files",
     "mpicluster.doctor.model",
+    "mpicluster.doctor.refusals",
     "mpicluster.health.drain_rules",
+    "mpicluster.remote.plugins.module_utils.mpicluster_envblock",
     "mpicluster.util.exitcodes",
 }
 

@@ -71,6 +71,7 @@ REGISTRY = {
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
     "mpicluster.nodes.facts:gather": "test_node_facts_command",
     "mpicluster.remote.relay:remote_command": "test_relay_command_runs_intact_under_sh",
+    "mpicluster.remote.sshlogin:measure": "test_the_node_checks_login_keeps_hostile_values_whole",
     "mpicluster.smoke.steps:env_matrix.command": "test_smoke_env_matrix_command",
     "mpicluster.smoke.steps:mpirun_command": "test_smoke_commands_split_back",
     "mpicluster.smoke.steps:run_allreduce": "test_smoke_commands_split_back",
@@ -988,6 +989,27 @@ def test_doctor_launch_command_splits_back():
         launch = Launch("pair", "n1", [word, "n2"], 2, argv, 20)
         assert shlex.split(launch.command) == [*argv[:-4], "launch_rank.py", *argv[-2:]]
         assert f"{word}:1,n2:1" in argv
+
+
+def test_the_node_checks_login_keeps_hostile_values_whole(tmp_path, marker):
+    """The login the node's health check reproduces (remote/sshlogin.py): the user's
+    shell runs its constant command; the environment it was given comes back whole,
+    hostile values and a home with an odd name included, under sh and bash."""
+    import pwd
+
+    login = load("sshlogin")
+    home = tmp_path / ODD
+    home.mkdir()
+    me = pwd.getpwuid(os.getuid())
+    values = {f"HOSTILE_{i}": v for i, v in enumerate(hostile(marker))}
+    for shell in ("/bin/sh", "/bin/bash"):
+        entry = pwd.struct_passwd((me.pw_name, "x", me.pw_uid, me.pw_gid, "", str(home), shell))
+        environ = login.environment(entry, 22, pam={}) | values
+        found = login.measure(entry, environ)
+        assert "error" not in found, found
+        assert {k: found["env"].get(k) for k in values} == values
+        assert found["env"]["HOME"] == str(home)
+        assert set(found["limits"]) == {"nofile", "memlock", "nproc"}
 
 
 def test_relay_command_runs_intact_under_sh(tmp_path, marker):

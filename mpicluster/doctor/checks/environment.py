@@ -8,12 +8,16 @@ mpicluster block must be present and literal (pam_env expands nothing there).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mpicluster.cluster import layout
 from mpicluster.cluster.layout import Layout
 from mpicluster.doctor.checks.common import UP, per_node
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
-from mpicluster.doctor.runner import Gathered
 from mpicluster.remote.plugins.module_utils import mpicluster_envblock as envblock
+
+if TYPE_CHECKING:  # shipped to the nodes (remote/health.py): stdlib at the top
+    from mpicluster.doctor.runner import Gathered
 
 NAME = "env"
 TITLE = "Non-interactive environment (PATH, LD_LIBRARY_PATH, /etc/environment)"

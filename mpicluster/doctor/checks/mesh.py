@@ -186,10 +186,7 @@ def _seen_cause(
     if cause == "key_mode":
         return refusals.key_mode(src_facts, source)
     if cause == "nologin":
-        return (
-            f"{target}'s login shell for {user} is nologin",
-            f"`chsh -s /bin/bash {user}` on {target}: MPI's daemons start through it",
-        )
+        return refusals.nologin(target, user)
     has_block = ((src_facts.get("ssh") or {}).get("config_block")) is True
     if has_block and cause in ("denied", "refused", "resolve", "timeout", "unreachable", "other"):
         client = refusals.client_config(item, src_facts, source, target, _expected(g, target))

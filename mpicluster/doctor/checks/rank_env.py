@@ -6,10 +6,14 @@ The probe reads it (remote/rankenv.py)."""
 
 from __future__ import annotations
 
-from mpicluster.cluster.layout import Layout
+from typing import TYPE_CHECKING
+
 from mpicluster.doctor.checks.common import UP, majority, set_at
 from mpicluster.doctor.model import CheckReport, Result, Status, failed, passed, warned
-from mpicluster.doctor.runner import Gathered
+
+if TYPE_CHECKING:  # shipped to the nodes (remote/health.py): stdlib at the top
+    from mpicluster.cluster.layout import Layout
+    from mpicluster.doctor.runner import Gathered
 
 NAME = "rank"
 TITLE = "What a rank gets: its environment, and the python, mpi4py, libmpi and prted it finds"
@@ -45,16 +49,27 @@ def check(g: Gathered) -> CheckReport:
     tuning = {n: _tuning(f["rank_env"], expected) for n, f in facts.items()}
     odd = _odd_settings(tuning, facts)
     for node, found in facts.items():
-        resolved = found["rank_env"].get("resolved") or {}
-        if not (resolved.get("python") or {}).get("path"):
-            # a login whose PATH finds no python at all: the env check names that cause
+        results = judge_node(g.layout, expected, node, found, odd.get(node, []))
+        if results is None:
             report.not_checked.append(node)
             continue
-        results = judge(g.layout, node, found) + odd.get(node, [])
-        if not any(r.status != Status.PASS for r in results):
-            results = [passed(node, _summary(node, found, tuning[node]))]
-        report.results.extend(r for r in results if r.status != Status.PASS or len(results) == 1)
+        report.results.extend(results)
     return report
+
+
+def judge_node(
+    lay: Layout, expected: dict[str, str], node: str, facts: dict, odd: list[Result] | None = None
+) -> list[Result] | None:
+    """One node's findings, with `odd` (its settings the other nodes do not share: the
+    cluster's to tell); a pass saying what it resolved when there is none. None when its
+    login finds no python at all: the env check names that cause."""
+    resolved = facts["rank_env"].get("resolved") or {}
+    if not (resolved.get("python") or {}).get("path"):
+        return None
+    results = [r for r in judge(lay, node, facts) + (odd or []) if r.status != Status.PASS]
+    if not results:
+        return [passed(node, _summary(node, facts, _tuning(facts["rank_env"], expected)))]
+    return results
 
 
 def _tuning(rank: dict, expected: dict[str, str]) -> dict[str, str]:
