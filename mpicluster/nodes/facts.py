@@ -31,15 +31,24 @@ class HostsUnreachable(MpiclusterError):
         super().__init__(f"{first[0]}: {first[1]}{more}; nothing was changed on any node")
 
 
-def gather(plan: ClusterPlan, *, reachable_only: bool = False, applied: bool = False) -> Facts:
+def gather(
+    plan: ClusterPlan,
+    *,
+    reachable_only: bool = False,
+    applied: bool = False,
+    users: list[str] | None = None,
+) -> Facts:
     """Every node's facts (mpicluster/remote/nodeinfo.py); HostsUnreachable naming each
     node that cannot be reached and why (`reachable_only`: the facts of those that can
     be, for `down`, which reports the others itself; `applied`: with each node's identity
-    and its standing against the record of the last `up`, for `up`'s fast path)."""
+    and its standing against the record of the last `up`, for `up`'s fast path; `users`:
+    names the nodes' directory is asked about)."""
     argv = [remote.PYTHON, "-", plan.stack.prefix, plan.stack.cuda_home]
     if applied:
         argv.append(APPLIED)
     command = " ".join(shlex.quote(a) for a in argv)
+    if users:
+        command = f"MPICLUSTER_USERS={shlex.quote(','.join(users))} {command}"
     results = transport.run_everywhere(plan, command, stdin=remote.script("nodeinfo"), timeout=60)
     reasons = {}
     facts = {}

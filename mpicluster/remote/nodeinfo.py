@@ -289,6 +289,39 @@ def cluster_packages(prefix):
         return None
 
 
+def accounts(passwd="/etc/passwd", group="/etc/group"):  # noqa: S107 (paths, not secrets)
+    """The node's local accounts and groups ({name: [uid, gid]}, {name: gid}), read from
+    the files themselves: what `up` plans the cluster's users against (a name or id held
+    here, or only in a directory, is told apart by the files)."""
+    users, groups = {}, {}
+    for text, into, width in ((read_text(passwd), users, 2), (read_text(group), groups, 1)):
+        for line in (text or "").splitlines():
+            fields = line.split(":")
+            if len(fields) < 4 or not fields[0] or fields[0].startswith(("+", "-")):
+                continue
+            try:
+                ids = [int(fields[2]), int(fields[3])] if width == 2 else int(fields[2])
+            except ValueError:
+                continue
+            into[fields[0]] = ids
+    return {"users": users, "groups": groups}
+
+
+def directory_accounts(names):
+    """Of `names`, those the name service resolves that the local files do not hold (an
+    LDAP or SSSD directory's accounts): {name: uid}."""
+    local = accounts()["users"]
+    found = {}
+    for name in names:
+        if name in local:
+            continue
+        try:
+            found[name] = pwd.getpwnam(name).pw_uid
+        except KeyError:
+            continue
+    return found
+
+
 #: The cordoned nodes (layout.CORDONS): `up` keeps them out of the hostfiles, doctor
 #: expects them out.
 CORDONS = "/etc/mpicluster/cordons.json"
@@ -312,12 +345,17 @@ def node_facts(prefix, cuda_home, with_gpus=True):
         "stack_users": stack_users(prefix),
         "cluster_packages": cluster_packages(prefix),
         "cordons": read_text(CORDONS),
+        "accounts": accounts(),
     }
 
 
 def main():
     prefix, cuda_home = sys.argv[1], sys.argv[2]
     facts = node_facts(prefix, cuda_home)
+    # the inventory's users (`up` passes their names): which a directory already holds
+    names = [n for n in os.environ.get("MPICLUSTER_USERS", "").split(",") if n]
+    if names:
+        facts["directory_accounts"] = directory_accounts(names)
     if len(sys.argv) > 3:  # `up`: what its fast path judges by
         facts["identity"] = identity()
         facts["applied"] = applied(sys.argv[3])

@@ -1,0 +1,120 @@
+"""The users' accounts, the same uid and gid on every node (mpicluster/up/accounts.py):
+planned from the nodes' accounts before any change, refused naming node and account."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from mpicluster.up.accounts import FIRST_ID, Account, AccountProblems, plan_accounts
+
+
+@dataclass(frozen=True)
+class Want:
+    name: str
+    uid: int | None = None
+
+
+def node(users=None, groups=None, directory=None) -> dict:
+    base_users = {"root": [0, 0], "vagrant": [1000, 1000]}
+    base_groups = {"root": 0, "vagrant": 1000, "video": 44}
+    return {
+        "accounts": {
+            "users": {**base_users, **(users or {})},
+            "groups": {**base_groups, **(groups or {})},
+        },
+        "directory_accounts": directory or {},
+    }
+
+
+def three(**odd) -> dict:
+    nodes = {"node1": node(), "node2": node(), "node3": node()}
+    nodes.update(odd)
+    return nodes
+
+
+def problems(users, facts, kept=None) -> list[str]:
+    with pytest.raises(AccountProblems) as caught:
+        plan_accounts(users, facts, kept)
+    return caught.value.lines
+
+
+def test_new_users_get_the_lowest_ids_free_everywhere_and_their_own_group():
+    facts = three(node2=node(users={"x": [FIRST_ID, FIRST_ID]}, groups={"x": FIRST_ID}))
+    alice, bob = plan_accounts([Want("alice"), Want("bob")], facts)
+    assert alice == Account("alice", FIRST_ID + 1, FIRST_ID + 1, ("node1", "node2", "node3"))
+    assert (bob.uid, bob.gid) == (FIRST_ID + 2, FIRST_ID + 2) and not alice.adopted
+
+
+def test_the_inventorys_uid_and_an_earlier_runs_are_kept():
+    (bob,) = plan_accounts([Want("bob", 2002)], three())
+    assert (bob.uid, bob.gid) == (2002, 2002)
+    (carol,) = plan_accounts([Want("carol")], three(), kept={"carol": 2107})
+    assert carol.uid == 2107
+
+
+def test_an_account_alike_everywhere_is_adopted_and_one_on_some_nodes_is_completed():
+    same = {"alice": [1500, 1500]}
+    facts = three(
+        **{n: node(users=same, groups={"alice": 1500}) for n in ("node1", "node2", "node3")}
+    )
+    (alice,) = plan_accounts([Want("alice")], facts)
+    assert alice.adopted and (alice.uid, alice.gid) == (1500, 1500)
+    partly = three(node1=node(users=same, groups={"alice": 1500}))
+    (alice,) = plan_accounts([Want("alice")], partly)
+    assert alice.create_on == ("node2", "node3") and alice.uid == 1500
+
+
+def test_ids_that_differ_between_nodes_are_refused_with_each_nodes_ids():
+    facts = three(
+        node1=node(users={"alice": [1001, 1001]}), node3=node(users={"alice": [1002, 1002]})
+    )
+    (said,) = problems([Want("alice")], facts)
+    assert said == (
+        "alice: the account differs between nodes (uid 1001 gid 1001 on node1; "
+        "uid 1002 gid 1002 on node3): make it one"
+    )
+
+
+def test_an_id_held_by_another_account_or_group_anywhere_is_refused_naming_both():
+    facts = three(node3=node(users={"mallory": [2002, 2002]}))
+    (said,) = problems([Want("bob", 2002)], facts)
+    assert said == "bob: uid 2002 is taken by the account 'mallory' on node3"
+    grouped = three(node2=node(groups={"printers": 2002}))
+    (said,) = problems([Want("bob", 2002)], grouped)
+    assert said == "bob: gid 2002 is taken by the group 'printers' on node2"
+    # on the nodes that lack the account, its ids must be free
+    partly = three(
+        node1=node(users={"alice": [1500, 1500]}), node2=node(users={"eve": [1500, 1500]})
+    )
+    (said,) = problems([Want("alice")], partly)
+    assert said == "alice: uid 1500 is taken by the account 'eve' on node2"
+
+
+def test_two_users_of_the_inventory_never_share_an_id():
+    (said,) = problems([Want("alice", 2100), Want("bob", 2100)], three())
+    assert said == "bob: uid 2100 is taken by the account 'alice' on another user of the inventory"
+
+
+def test_an_inventory_uid_that_disagrees_with_the_account_is_refused():
+    facts = three(**{n: node(users={"alice": [1500, 1500]}) for n in ("node1", "node2", "node3")})
+    (said,) = problems([Want("alice", 1600)], facts)
+    assert said == "alice: the inventory says uid 1600, node1 has uid 1500"
+
+
+def test_a_directory_account_and_a_stray_group_are_refused():
+    facts = three(node2=node(directory={"alice": 70001}))
+    (said,) = problems([Want("alice")], facts)
+    assert said.startswith(
+        "alice: a directory account (uid 70001) on node2, not in its /etc/passwd"
+    )
+    grouped = three(node1=node(groups={"bob": 1777}))
+    (said,) = problems([Want("bob", 2200)], grouped)
+    assert said.startswith("bob: a group 'bob' (gid 1777) is on node1 already")
+
+
+def test_every_problem_is_reported_at_once():
+    facts = three(node3=node(users={"mallory": [2002, 2002]}, directory={"carol": 5}))
+    said = problems([Want("bob", 2002), Want("carol"), Want("dave")], facts)
+    assert [line.split(":")[0] for line in said] == ["bob", "carol"]
