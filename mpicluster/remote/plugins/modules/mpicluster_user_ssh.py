@@ -99,6 +99,14 @@ def read_own(path):
         return handle.read()
 
 
+def mode_of(path):
+    """The permission bits of `path` itself (None: it is not there)."""
+    try:
+        return os.lstat(path).st_mode & 0o7777
+    except OSError:
+        return None
+
+
 def with_block(text, marker, block):
     """`text` with mpicluster's block (between its markers) replaced by `block`, or added
     at its start."""
@@ -132,10 +140,7 @@ def files_action(home, marker, blocks):
             path = os.path.join(folder, name)
             old = read_own(path)
             new = with_block(old, marker, block)
-            if (
-                new != old
-                or (os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0) != 0o600
-            ):
+            if new != old or mode_of(path) != 0o600:
                 write_new(path, new.encode("utf-8"), 0o600)
                 changed = True
         return changed
