@@ -20,8 +20,10 @@ def validate(inventory: InventoryArg) -> None:
     display = Display()
     with guarded(display):
         inv = load_inventory(inventory)
+        users = f", {len(inv.users)} user(s)" if inv.users else ""
         display.success(
-            f"{inventory}: cluster {inv.cluster}, {len(inv.nodes)} node(s), {inv.total_gpus} GPU(s)"
+            f"{inventory}: cluster {inv.cluster}, {len(inv.nodes)} node(s), "
+            f"{inv.total_gpus} GPU(s){users}"
         )
 
 

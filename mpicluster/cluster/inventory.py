@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mpicluster.cluster import requirements as requirements_text
+from mpicluster.cluster import user_keys
 from mpicluster.cluster import validators as names
 from mpicluster.cluster.yamlsource import (
     Problem,
@@ -95,6 +96,8 @@ Address = Annotated[str, _check(names.address_problem)]
 ClusterName = Annotated[str, _check(names.cluster_name_problem)]
 UserName = Annotated[str, _check(names.user_problem)]
 InterfaceName = Annotated[str, _check(names.interface_problem)]
+AccountName = Annotated[str, _check(names.account_problem)]
+GroupName = Annotated[str, _check(names.group_problem)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 Version = Annotated[str, AfterValidator(_version)]
@@ -352,6 +355,30 @@ class Health(_Model):
     on_change: UserPath | None = None
 
 
+def _extra_group(value: str) -> str:
+    if value == "sudo":
+        raise PydanticCustomError("mpicluster", "give sudo: true instead of the sudo group")
+    if value == "root":
+        raise PydanticCustomError("mpicluster", "the root group is not given to users")
+    return value
+
+
+class User(_Model):
+    """A person's account on every node (the cluster shared by several people)."""
+
+    name: AccountName
+    #: Unset: up takes one that is free on every node, then keeps it. 1000-59999 are
+    #: Debian's ids for people (Debian Policy 9.2.2, adduser's FIRST_UID and LAST_UID):
+    #: below are the system's accounts, 60000-64999 the Debian project's, 65534 nobody.
+    uid: Annotated[int, Field(ge=1000, le=59999)] | None = None
+    #: Public key lines, or paths (relative to the inventory) of files of them.
+    keys: Annotated[list[str], Field(min_length=1)]
+    #: Extra groups (the user's own group is always made).
+    groups: list[Annotated[GroupName, AfterValidator(_extra_group)]] = []
+    #: Whether the user may run anything as root through sudo.
+    sudo: bool = False
+
+
 #: Open MPI parameter names (ompi_info's), e.g. mpi_yield_when_idle, btl_tcp_links.
 _MCA_NAME = re.compile(r"[a-z][a-z0-9_]{0,79}")
 #: Values /etc/environment takes literally (pam_env expands and quotes nothing there):
@@ -418,6 +445,8 @@ class Inventory(_Model):
     #: Unset: no scheduler (jobs start with mpirun or `mpicluster run`).
     scheduler: Scheduler | None = None
     health: Health = Health()
+    #: People's accounts on every node, their keys in authorized_keys.
+    users: list[User] = []
 
     #: The file this inventory was read from (set by load_inventory).
     path: Path | None = Field(default=None, exclude=True)
@@ -478,13 +507,30 @@ class Inventory(_Model):
         """The SSH settings for one node: its overrides on top of the cluster's."""
         return ResolvedSsh(
             host=node.host,
-            user=node.ssh.user or self.ssh.user or _login_name(),
+            user=self.login_user(node),
             port=node.ssh.port or self.ssh.port,
             identity=self.resolve_path(node.ssh.identity or self.ssh.identity),
             known_hosts=self.known_hosts_path(),
             accept_new_host_keys=self.ssh.accept_new_host_keys,
             connect_timeout=self.ssh.connect_timeout,
         )
+
+    def login_user(self, node: Node) -> str:
+        """The MPI user on `node`, as whom mpicluster logs in: its ssh.user, the
+        cluster's, else the login name on this machine."""
+        return node.ssh.user or self.ssh.user or _login_name()
+
+    def users_keys(self) -> list[list[str]]:
+        """Each user's public key lines, their files read (InventoryError when one no
+        longer reads as it did when the inventory was loaded)."""
+        every, problems = [], []
+        for i, user in enumerate(self.users):
+            lines, wrong = _user_keys(self, user)
+            every.append(lines)
+            problems += [Problem(("users", i, "keys", j), message) for j, message in wrong]
+        if problems:
+            raise InventoryError(str(self.path or "<inventory>"), problems)
+        return every
 
     def known_hosts_path(self) -> Path:
         return self.resolve_path(self.ssh.known_hosts) or Path("~/.ssh/known_hosts").expanduser()
@@ -603,6 +649,8 @@ def _problems_from(exc: ValidationError, doc: YamlDocument) -> list[Problem]:
             message = f"unknown key (expected one of: {allowed})" if allowed else "unknown key"
         elif kind == "too_short" and loc and loc[-1] == "nodes":
             message = "at least one node is required"
+        elif kind == "too_short" and loc and loc[-1] == "keys":
+            message = "at least one key is required (a public key line, or a file of them)"
         elif kind in ("greater_than_equal", "less_than_equal"):
             limit = error.get("ctx", {})
             message = f"must be >= {limit['ge']}" if "ge" in limit else f"must be <= {limit['le']}"
@@ -676,6 +724,7 @@ def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
     for component in ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod"):
         _check_component_source(inv, component, add)
     problems.extend(_scheduler_problems(inv, doc))
+    _check_users(inv, add)
     return problems
 
 
@@ -846,6 +895,106 @@ def _check_partition_coverage(inv: Inventory, covered: set[str], add: _Add) -> N
                 f"node {node.name} is in no partition: Slurm would never run a job on it "
                 "(add it to one, or leave partitions out for one of every node)",
             )
+
+
+#: Accounts a Debian node has already: a user of the inventory must not take one over
+#: (systemd-* too, below).
+_SYSTEM_ACCOUNTS = frozenset(
+    [
+        # base-passwd's, on every Debian system (gnats until bookworm)
+        *("root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news"),
+        *("uucp", "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "_apt"),
+        # the daemons a node runs or up installs (dbus, sshd, Slurm, the NVIDIA driver)
+        *("messagebus", "sshd", "munge", "slurm", "nvidia-persistenced"),
+    ]
+)
+
+
+def _check_users(inv: Inventory, add: _Add) -> None:
+    """Users: names and uids given once, no system account or MPI user taken, keys that
+    are public keys (files read; no key text in any message)."""
+    seen_names: dict[str, int] = {}
+    seen_uids: dict[int, int] = {}
+    for i, user in enumerate(inv.users):
+        loc = ("users", i)
+        first = seen_names.setdefault(user.name, i)
+        if first != i:
+            add((*loc, "name"), f"duplicate user {user.name!r} (also users[{first}])")
+        if user.uid is not None:
+            first = seen_uids.setdefault(user.uid, i)
+            if first != i:
+                owner = inv.users[first].name
+                add((*loc, "uid"), f"{user.uid} is also users[{first}]'s uid ({owner})")
+        if problem := _taken_name(inv, user.name):
+            add((*loc, "name"), problem)
+        for j, message in _user_keys(inv, user)[1]:
+            add((*loc, "keys", j), message)
+
+
+def _taken_name(inv: Inventory, name: str) -> str | None:
+    """Why `name` is not free for a person's account: a system's, or the MPI user's."""
+    if name in _SYSTEM_ACCOUNTS or name.startswith("systemd-"):
+        return f"{name!r} is a system account on Debian nodes; give another name"
+    for k, node in enumerate(inv.nodes):
+        if inv.login_user(node) != name:
+            continue
+        if node.ssh.user:
+            where = f"nodes[{k}].ssh.user"
+        elif inv.ssh.user:
+            where = "ssh.user"
+        else:
+            where = "your login name here, as ssh.user is unset"
+        return f"{name!r} is the MPI user mpicluster logs in as ({where}); give another name"
+    return None
+
+
+def _user_keys(inv: Inventory, user: User) -> tuple[list[str], list[tuple[int, str]]]:
+    """A user's public key lines, the files read, and what is wrong as (index in keys,
+    message); each message names the user and, for a file, its path and line."""
+    lines: list[str] = []
+    problems: list[tuple[int, str]] = []
+    for j, entry in enumerate(user.keys):
+        if not user_keys.is_file_entry(entry):
+            if problem := user_keys.entry_problem(entry):
+                if problem == user_keys.PRIVATE:
+                    problem += "; it is in the inventory: if that was shared, replace the key"
+                problems.append((j, f"{user.name}'s key: {problem}"))
+            else:
+                lines.append(entry.strip())
+            continue
+        path = inv.resolve_path(entry.strip())
+        text, problem = _key_file_text(path)
+        if problem:
+            problems.append((j, f"{user.name}'s key file: {problem}"))
+            continue
+        found, wrong = user_keys.file_lines(text)
+        lines += found
+        for number, problem in wrong:
+            where = f"{path}:{number}" if number else str(path)
+            problems.append((j, f"{user.name}'s key file: {where}: {problem}"))
+    return lines, problems
+
+
+#: A file of public keys is small; a bigger one is something else (or /dev/zero).
+_KEY_FILE_LIMIT = 1 << 20
+
+
+def _key_file_text(path: Path) -> tuple[str, str | None]:
+    """The text of a file of keys, or why it cannot be read (its path said)."""
+    try:
+        if not path.exists():
+            return "", f"no such file: {path}"
+        if path.is_dir():
+            return "", f"{path} is a folder, not a file of public keys"
+        if not path.is_file():
+            return "", f"{path} is not a regular file"
+        if path.stat().st_size > _KEY_FILE_LIMIT:
+            return "", f"{path} is bigger than 1 MiB: not a file of public keys"
+        return path.read_text(encoding="utf-8"), None
+    except UnicodeDecodeError:
+        return "", f"{path}: not UTF-8 text"
+    except OSError as exc:
+        return "", f"cannot read {path}: {exc.strerror}"
 
 
 def _is_file(path: Path) -> bool:

@@ -1,7 +1,8 @@
 """The cluster plan: what a command decides once, from the inventory, before it reaches
 any node: the nodes, each node's resolved SSH settings, the stack's, network's and
 scheduler's settings, the layout on the nodes, the MPI settings that follow from the
-network, and the playbook inputs `up` and `down` share.
+network, people's accounts (their keys read), and the playbook inputs `up` and `down`
+share.
 
 The command (cli/) reads the inventory and builds the plan; every feature below takes
 the plan and derives none of it again, and none of them sees the inventory itself: the
@@ -53,6 +54,20 @@ class SourceFolders:
 
 
 @dataclass(frozen=True)
+class UserAccount:
+    """A person's account on every node (the inventory's users:), its keys read."""
+
+    name: str
+    #: None: one free on every node, then kept.
+    uid: int | None
+    #: Extra groups, beside the user's own.
+    groups: tuple[str, ...]
+    sudo: bool
+    #: The public key lines themselves (the files already read): authorized_keys' lines.
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     cluster: str
     nodes: list[Node]
@@ -69,6 +84,8 @@ class ClusterPlan:
     #: The node health check's settings (interval under Slurm, the site's on_change).
     health: Health
     sources: SourceFolders
+    #: People's accounts, in the inventory's order.
+    users: tuple[UserAccount, ...]
     #: The inventory the parts come from: read here only (only_nodes, requirements).
     _inventory: Inventory = field(repr=False, compare=False)
 
@@ -96,6 +113,7 @@ class ClusterPlan:
                 artifacts=_resolved(inventory, sources.artifacts),
                 mirror=sources.mirror,
             ),
+            users=_accounts(inventory),
             _inventory=inventory,
         )
 
@@ -157,6 +175,19 @@ class ClusterPlan:
             "mpicluster_layout": self.layout.as_vars(),
             "mpicluster_footprint": self.footprint(),
         }
+
+
+def _accounts(inventory: Inventory) -> tuple[UserAccount, ...]:
+    return tuple(
+        UserAccount(
+            name=user.name,
+            uid=user.uid,
+            groups=tuple(user.groups),
+            sudo=user.sudo,
+            keys=tuple(keys),
+        )
+        for user, keys in zip(inventory.users, inventory.users_keys(), strict=True)
+    )
 
 
 def _resolved(inventory: Inventory, value: str) -> Path:

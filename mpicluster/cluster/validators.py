@@ -13,6 +13,8 @@ SHELL_METACHARACTERS = set(";&|$`<>(){}[]*?!~'\"\\ \t\n#%^,=")
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 _CLUSTER = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+#: A person's user or group name, as every useradd takes it: no ".", no "$", at most 32.
+_ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 _NUMERIC_DOTTED = re.compile(r"^[0-9.]+$")
 
@@ -73,6 +75,25 @@ def user_problem(value: str) -> str | None:
     if bad:
         return bad
     return "not a valid POSIX user name (lowercase letters, digits, '_', '-', '.')"
+
+
+def account_problem(value: str, kind: str = "user") -> str | None:
+    """None if `value` is a portable POSIX user (or group) name: a lowercase letter or
+    _, then lowercase letters, digits, _ or -, at most 32 characters."""
+    if _ACCOUNT.fullmatch(value):
+        return None
+    bad = _metacharacter(value)
+    if bad:
+        return bad
+    if len(value) > 32:
+        return f"longer than 32 characters; not a POSIX {kind} name"
+    return (
+        f"not a POSIX {kind} name (a lowercase letter or _, then lowercase letters, digits, _ or -)"
+    )
+
+
+def group_problem(value: str) -> str | None:
+    return account_problem(value, "group")
 
 
 def interface_problem(value: str) -> str | None:

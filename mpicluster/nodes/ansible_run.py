@@ -170,7 +170,39 @@ def hosts_yaml(
     }
     if children:
         data["all"]["children"] = children
-    return yaml.safe_dump(data, sort_keys=False)
+    return data_yaml(data, sort_keys=False)
+
+
+class _Unsafe(str):
+    """A string Ansible must take as it is (YAML's `!unsafe`): never a template."""
+
+
+class _DataDumper(yaml.SafeDumper):
+    pass
+
+
+_DataDumper.add_representer(
+    _Unsafe, lambda dumper, text: dumper.represent_scalar("!unsafe", str(text))
+)
+#: What Jinja2 reads as the start of a template in a string Ansible uses.
+_JINJA = ("{{", "{%", "{#")
+
+
+def _as_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return _Unsafe(value) if any(mark in value for mark in _JINJA) else value
+    if isinstance(value, dict):
+        return {key: _as_data(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_data(item) for item in value]
+    return value
+
+
+def data_yaml(data: dict[str, Any], *, sort_keys: bool = True) -> str:
+    """`data` as YAML for Ansible: every input is computed data, never a template, so a
+    string holding Jinja2's delimiters (a shipped program's `f"${{{name}}}"`) is marked
+    `!unsafe` and reaches the nodes as written."""
+    return yaml.dump(_as_data(data), Dumper=_DataDumper, sort_keys=sort_keys)
 
 
 def runner_env(run_dir: Path, bin_dir: str) -> dict[str, str]:
@@ -231,7 +263,7 @@ def prepare_run(
     (run_dir / "runner").mkdir(parents=True)
     playbooks = data_path("playbooks")
     write_atomic(run_dir / "hosts.yml", hosts_yaml(plan, host_vars, groups))
-    write_atomic(run_dir / "vars.yml", yaml.safe_dump(extravars, sort_keys=True))
+    write_atomic(run_dir / "vars.yml", data_yaml(extravars))
     write_atomic(run_dir / "ansible.cfg", ansible_cfg(plan, playbooks))
     command = (
         f"ANSIBLE_CONFIG={shlex.quote(str(run_dir / 'ansible.cfg'))} "

@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mpicluster.cli import app
+from tests.unit.ssh_keys import SECRET, private_openssh
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,6 +88,16 @@ def place(tmp_path: Path, listener: Listener, monkeypatch) -> dict[str, str]:
     loop.symlink_to(loop)
     bad_env = tmp_path / "bad.env"
     bad_env.write_text("# comment\nGOOD=1\nnot a variable line\n")
+    pasted = "".join(f"          {line}\n" for line in private_openssh().splitlines())
+    users_private = tmp_path / "users-private.yaml"
+    users_private.write_text(
+        inv.read_text() + f"users:\n  - name: carol\n    keys:\n      - |\n{pasted}"
+    )
+    (tmp_path / "id_carol").write_text(private_openssh())
+    users_private_file = tmp_path / "users-private-file.yaml"
+    users_private_file.write_text(inv.read_text() + "users: [{name: carol, keys: [id_carol]}]\n")
+    users_no_key = tmp_path / "users-no-key.yaml"
+    users_no_key.write_text(inv.read_text() + "users: [{name: carol, keys: [carol.pub]}]\n")
     return {
         "inv": str(inv),
         "bad_inv": str(bad_inv),
@@ -97,6 +108,9 @@ def place(tmp_path: Path, listener: Listener, monkeypatch) -> dict[str, str]:
         "long": str(tmp_path / ("x" * 300 + ".yaml")),
         "bad_env": str(bad_env),
         "file": str(known),
+        "users_private": str(users_private),
+        "users_private_file": str(users_private_file),
+        "users_no_key": str(users_no_key),
     }
 
 
@@ -156,6 +170,25 @@ CASES = [
     ("hostfile-bad-inventory", ["hostfile", "{bad_inv}"], "error", ":2: ssh.user"),
     ("fetch-bad-inventory", ["fetch", "{bad_inv}"], "error", ":2: ssh.user"),
     ("down-bad-inventory", ["down", "{bad_inv}"], "error", ":2: ssh.user"),
+    # a user's keys: a private key is refused and never printed (SECRET, in check_answer)
+    (
+        "validate-user-private-key",
+        ["validate", "{users_private}"],
+        "error",
+        ":9: users[0].keys[0]: carol's key: a private key, not a public one (not printed)",
+    ),
+    (
+        "up-user-private-key-file",
+        ["up", "{users_private_file}"],
+        "error",
+        "id_carol:1: a private key, not a public one (not printed)",
+    ),
+    (
+        "run-user-key-file-missing",
+        ["run", "{users_no_key}", "--", "true"],
+        "error",
+        ":6: users[0].keys[0]: carol's key file: no such file:",
+    ),
     ("down-node-unknown", ["down", "{inv}", "--node", "n9"], "error", "--node n9: not in"),
     ("down-node-hostile", ["down", "{inv}", "--node", "$(id)"], "error", "not in the inventory"),
     ("down-node-only-one", ["down", "{inv}", "--node", "n1"], "error", "the cluster's only node"),
@@ -390,6 +423,7 @@ def fill(args: list[str], place: dict[str, str]) -> list[str]:
 
 def check_answer(output: str, kind: str, expected: str) -> None:
     assert "Traceback" not in output, output
+    assert SECRET not in output, "a private key was printed"
     lines = output.strip().splitlines()
     assert lines, "nothing printed"
     if kind == "usage":
@@ -450,6 +484,8 @@ SUBPROCESS_CASES = [
     "run-env-file-bad-line",
     "fetch-python-word",
     "local-down-bad-name",
+    "validate-user-private-key",
+    "up-user-private-key-file",
 ]
 
 

@@ -21,6 +21,7 @@ from mpicluster.cli import app
 from mpicluster.cluster.inventory import Inventory, InventoryError, load_inventory
 from mpicluster.cluster.validators import SHELL_METACHARACTERS
 from mpicluster.cluster.yamlsource import format_loc
+from tests.unit.ssh_keys import ED25519
 
 #: The same examples on every run (CI must not fail by chance); MPICLUSTER_HYPOTHESIS=explore
 #: draws new ones each time, for hunting.
@@ -99,6 +100,11 @@ KEYS = [
     "version",
     "url",
     "sha256",
+    "users",
+    "keys",
+    "uid",
+    "groups",
+    "sudo",
 ]
 keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=12), st.integers(-3, 3), st.booleans())
 documents = st.recursive(
@@ -134,6 +140,7 @@ VALID = {
         "pytorch": {"enabled": True, "nccl": "wheel"},
     },
     "sources": {"cache": "~/.cache/x", "artifacts": "/srv/artifacts"},
+    "users": [{"name": "carol", "uid": 2001, "keys": [ED25519], "groups": ["video"]}],
 }
 FIELDS = [
     ("cluster",),
@@ -173,6 +180,14 @@ FIELDS = [
     ("stack", "horovod", "frameworks"),
     ("sources", "cache"),
     ("sources", "mirror"),
+    ("users",),
+    ("users", 0),
+    ("users", 0, "name"),
+    ("users", 0, "uid"),
+    ("users", 0, "keys"),
+    ("users", 0, "keys", 0),
+    ("users", 0, "groups"),
+    ("users", 0, "sudo"),
     ("unknown",),
 ]
 odd_values = st.one_of(
@@ -205,6 +220,8 @@ def unquoted_values(inv: Inventory) -> list[str]:
     values += [v for v in (inv.ssh.user, inv.network.interface, inv.network.cidr) if v]
     for node in inv.nodes:
         values += [node.name, node.host] + ([node.ssh.user] if node.ssh.user else [])
+    for user in inv.users:
+        values += [user.name, *user.groups]
     return values
 
 
@@ -300,5 +317,5 @@ def test_line_100_is_not_an_emoji(folder):
     assert result.exit_code == 2
     assert result.output.strip() == (
         f"error: {path}:100: bogus: unknown key (expected one of: cluster, ssh, network, "
-        "mpi, nodes, stack, python, sources, scheduler, health)"
+        "mpi, nodes, stack, python, sources, scheduler, health, users)"
     )
