@@ -411,3 +411,17 @@ def test_one_pass_says_every_problem_in_the_fields(folder):
         ["8", "users[1].uid"],
         ["9", "users[2].sudo"],
     ]
+
+
+def test_one_key_given_to_two_users_is_refused(folder):
+    """Whoever holds a key logs in as every user it is given to: one person, one key."""
+    text = HEAD + (
+        "users:\n"
+        f'  - {{name: alice, keys: ["{ED25519}"]}}\n'
+        f'  - {{name: bob, keys: ["{ED25519} bob@laptop"]}}\n'
+    )
+    said = problems_of(folder, text)
+    assert said == [
+        "8: users[1].keys: bob and alice share a key: whoever holds it logs in as both; "
+        "give each person her own"
+    ], said
