@@ -915,6 +915,8 @@ def _check_users(inv: Inventory, add: _Add) -> None:
     are public keys (files read; no key text in any message)."""
     seen_names: dict[str, int] = {}
     seen_uids: dict[int, int] = {}
+    #: a key's type and blob -> the user who holds it (whoever holds it logs in as her)
+    seen_keys: dict[tuple[str, ...], str] = {}
     for i, user in enumerate(inv.users):
         loc = ("users", i)
         first = seen_names.setdefault(user.name, i)
@@ -927,8 +929,18 @@ def _check_users(inv: Inventory, add: _Add) -> None:
                 add((*loc, "uid"), f"{user.uid} is also users[{first}]'s uid ({owner})")
         if problem := _taken_name(inv, user.name):
             add((*loc, "name"), problem)
-        for j, message in _user_keys(inv, user)[1]:
+        lines, wrong = _user_keys(inv, user)
+        for j, message in wrong:
             add((*loc, "keys", j), message)
+        for line in lines:
+            holder = seen_keys.setdefault(tuple(line.split()[:2]), user.name)
+            if holder != user.name:
+                add(
+                    (*loc, "keys"),
+                    f"{user.name} and {holder} share a key: whoever holds it logs in as "
+                    "both; give each person her own",
+                )
+                break
 
 
 def _taken_name(inv: Inventory, name: str) -> str | None:

@@ -36,6 +36,20 @@ ECDSA521 = key_line("ecdsa-sha2-nistp521", b"nistp521", b"\x04" + b"\x22" * 132)
 SK_ED25519 = key_line("sk-ssh-ed25519@openssh.com", b"\x33" * 32, b"ssh:")
 SK_ECDSA = key_line("sk-ecdsa-sha2-nistp256@openssh.com", b"nistp256", b"\x04" * 65, b"ssh:")
 EVERY_TYPE = [ED25519, ECDSA256, RSA, ECDSA384, ECDSA521, SK_ED25519, SK_ECDSA]
+#: Keys of other people (one person, one key: a key two users share is refused).
+ED25519_BOB = key_line("ssh-ed25519", b"\x5a" * 32, comment="bob@alices-laptop")
+ED25519_EVE = key_line("ssh-ed25519", b"\x6b" * 32, comment="eve@desk")
+ED25519_CAROL = key_line("ssh-ed25519", b"\x7c" * 32, comment="carol@laptop")
+#: Every type, each carol's own (none of alice's or bob's).
+CAROLS_KEYS = [
+    ED25519_CAROL,
+    key_line("ecdsa-sha2-nistp256", b"nistp256", b"\x04" + b"\x12" * 64),
+    key_line("ssh-rsa", b"\x01\x00\x01", b"\x00" + b"\xd6" * 256),
+    ECDSA384,
+    ECDSA521,
+    SK_ED25519,
+    SK_ECDSA,
+]
 
 
 def private_openssh() -> str:

@@ -15,9 +15,11 @@ from mpicluster.cli import app
 from mpicluster.cluster.inventory import InventoryError, load_inventory
 from mpicluster.cluster.plan import ClusterPlan, UserAccount
 from tests.unit.ssh_keys import (
+    CAROLS_KEYS,
     ECDSA256,
     ED25519,
-    EVERY_TYPE,
+    ED25519_BOB,
+    ED25519_EVE,
     RSA,
     SECRET,
     key_line,
@@ -41,6 +43,7 @@ def folder(tmp_path: Path) -> Path:
     (tmp_path / "keys" / "bob.pub").write_text(
         f"# bob's keys\n\n{RSA}\n  # the old laptop, kept\n{ECDSA256}\n"
     )
+    (tmp_path / "keys" / "carol.pub").write_text("\n".join(CAROLS_KEYS) + "\n")
     return tmp_path
 
 
@@ -73,7 +76,7 @@ users:
     keys: ["{ED25519}"]
   - name: bob
     uid: 2002
-    keys: [keys/bob.pub, "{ED25519.replace("alice@laptop", "bob@alices-laptop")}"]
+    keys: [keys/bob.pub, "{ED25519_BOB}"]
     groups: [video, render]
     sudo: false
   - name: _carol-2
@@ -87,7 +90,7 @@ users:
 def test_a_good_inventory_gives_the_plan_its_users_with_the_key_lines_read(folder, monkeypatch):
     text = GOOD.replace("{SPACE_KEYS}", "~/carol.pub")
     (folder / "home").mkdir()
-    (folder / "home" / "carol.pub").write_text("\n".join(EVERY_TYPE) + "\n")
+    (folder / "home" / "carol.pub").write_text("\n".join(CAROLS_KEYS) + "\n")
     monkeypatch.setenv("HOME", str(folder / "home"))
     monkeypatch.chdir("/")  # keys/bob.pub is the inventory's, wherever the command runs
     path, result = validate(folder, text)
@@ -95,9 +98,9 @@ def test_a_good_inventory_gives_the_plan_its_users_with_the_key_lines_read(folde
     plan = ClusterPlan.load(path)
     alice, bob, carol = plan.users
     assert alice == UserAccount("alice", None, (), False, (ED25519,))
-    bob_laptop = ED25519.replace("alice@laptop", "bob@alices-laptop")
+    bob_laptop = ED25519_BOB
     assert bob == UserAccount("bob", 2002, ("video", "render"), False, (RSA, ECDSA256, bob_laptop))
-    assert (carol.name, carol.sudo, carol.keys) == ("_carol-2", True, tuple(EVERY_TYPE))
+    assert (carol.name, carol.sudo, carol.keys) == ("_carol-2", True, tuple(CAROLS_KEYS))
 
 
 def test_no_users_is_an_empty_tuple(folder):
@@ -107,13 +110,13 @@ def test_no_users_is_an_empty_tuple(folder):
 
 
 def test_the_plan_for_some_nodes_keeps_the_users(folder):
-    path, _ = validate(folder, GOOD.replace("{SPACE_KEYS}", "keys/bob.pub"))
+    path, _ = validate(folder, GOOD.replace("{SPACE_KEYS}", "keys/carol.pub"))
     plan = ClusterPlan.load(path)
     assert plan.only_nodes(["n2"]).users == plan.users
 
 
 def test_a_key_file_changed_after_the_check_is_refused_by_the_plan(folder):
-    path, _ = validate(folder, GOOD.replace("{SPACE_KEYS}", "keys/bob.pub"))
+    path, _ = validate(folder, GOOD.replace("{SPACE_KEYS}", "keys/carol.pub"))
     inventory = load_inventory(path)
     (folder / "keys" / "bob.pub").write_text(private_openssh())
     with pytest.raises(InventoryError) as caught:
@@ -123,7 +126,7 @@ def test_a_key_file_changed_after_the_check_is_refused_by_the_plan(folder):
 
 
 def test_validate_counts_the_users(folder):
-    _, result = validate(folder, GOOD.replace("{SPACE_KEYS}", "keys/bob.pub"))
+    _, result = validate(folder, GOOD.replace("{SPACE_KEYS}", "keys/carol.pub"))
     assert "2 node(s), 0 GPU(s), 3 user(s)" in result.output
 
 
@@ -204,7 +207,7 @@ CASES = [
     (
         "duplicate-uid",
         user(f"name: bob\nuid: 2002\nkeys: ['{ED25519}']")
-        + f"  - {{name: eve, uid: 2002, keys: ['{ED25519}']}}\n",
+        + f"  - {{name: eve, uid: 2002, keys: ['{ED25519_EVE}']}}\n",
         "10: users[1].uid: 2002 is also users[0]'s uid (bob)",
     ),
     ("root", user(f"name: root\nkeys: ['{ED25519}']"), "7: users[0].name: 'root' is a system"),
@@ -376,7 +379,7 @@ def test_one_pass_says_every_problem_across_users(folder):
         f"  - {{name: alice, uid: 2001, keys: ['{ED25519}']}}\n"  # 7
         f"  - {{name: alice, keys: ['{ED25519}']}}\n"  # 8: duplicate name
         f"  - {{name: bob, uid: 2001, keys: [keys/none.pub]}}\n"  # 9: uid, missing file
-        f"  - {{name: mpi, keys: ['{ED25519}']}}\n"  # 10: the MPI user
+        f"  - {{name: mpi, keys: ['{ED25519_EVE}']}}\n"  # 10: the MPI user
         f"  - {{name: daemon, keys: [id_rsa, 'ssh-foo AAAA']}}\n"  # 11: system, private, bad
     )
     lines = problems_of(folder, text)
@@ -411,3 +414,17 @@ def test_one_pass_says_every_problem_in_the_fields(folder):
         ["8", "users[1].uid"],
         ["9", "users[2].sudo"],
     ]
+
+
+def test_one_key_given_to_two_users_is_refused(folder):
+    """Whoever holds a key logs in as every user it is given to: one person, one key."""
+    text = HEAD + (
+        "users:\n"
+        f'  - {{name: alice, keys: ["{ED25519}"]}}\n'
+        f'  - {{name: bob, keys: ["{ED25519} bob@laptop"]}}\n'
+    )
+    said = problems_of(folder, text)
+    assert said == [
+        "8: users[1].keys: bob and alice share a key: whoever holds it logs in as both; "
+        "give each person her own"
+    ], said
