@@ -61,6 +61,8 @@ HEALTH_PROLOG = "/usr/local/sbin/mpicluster-prolog"
 SLURM_DRAIN = "/var/lib/mpicluster/slurm-drain.json"
 #: Written by `up` on every node while it changes them: the checks drain nothing.
 HEALTH_CHANGING = "/var/lib/mpicluster/changing.json"
+#: The cluster's users as `up` made them (name: uid, gid, adopted): their ids are kept.
+USERS_RECORD = f"{CONFIG_DIR}/users.json"
 #: The cordoned nodes (cluster/cordons.py), the same newest state on every node.
 CORDONS = f"{CONFIG_DIR}/cordons.json"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).

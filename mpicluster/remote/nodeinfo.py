@@ -322,6 +322,8 @@ def directory_accounts(names):
     return found
 
 
+#: The cluster's users as `up` made them (layout.USERS_RECORD): the ids it gave.
+USERS_RECORD = "/etc/mpicluster/users.json"
 #: The cordoned nodes (layout.CORDONS): `up` keeps them out of the hostfiles, doctor
 #: expects them out.
 CORDONS = "/etc/mpicluster/cordons.json"
@@ -346,6 +348,7 @@ def node_facts(prefix, cuda_home, with_gpus=True):
         "cluster_packages": cluster_packages(prefix),
         "cordons": read_text(CORDONS),
         "accounts": accounts(),
+        "users_record": read_text(USERS_RECORD),
     }
 
 

@@ -14,9 +14,12 @@ the refusals out).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from mpicluster.util.errors import UsageError
 
 #: Where ids the tool picks start: clear of the first accounts an installer makes (1000,
 #: 1001, ...), below Debian's dynamic range's end (59999) and nobody (65534).
@@ -34,30 +37,63 @@ class Account:
     name: str
     uid: int
     gid: int
-    #: The nodes where `up` makes it (the others hold it already, with these ids).
+    #: The nodes where `up` makes it now (the others hold it already, with these ids).
     create_on: tuple[str, ...]
+    #: The nodes where mpicluster made it, now or in an earlier run: there `up` keeps it
+    #: as it made it (and `down` may take it back); elsewhere it was adopted.
+    made_on: tuple[str, ...] = ()
 
     @property
     def adopted(self) -> bool:
         return not self.create_on
 
 
-class AccountProblems(Exception):
-    """Accounts that cannot be made the same on every node: one line each."""
+class AccountProblems(UsageError):
+    """Accounts that cannot be made the same on every node: one line each (nothing was
+    changed on any node)."""
 
     def __init__(self, lines: list[str]):
         self.lines = lines
-        super().__init__("; ".join(lines))
+        super().__init__(
+            "; ".join(lines) + "; nothing was changed on any node",
+            hint="make the accounts agree on every node, or give the users other names or uids",
+        )
+
+
+def earlier(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What earlier runs did, from each node's record of the users `up` made: name ->
+    {"uid": the uid it gave, "made_on": the nodes where it made the account}."""
+    kept: dict[str, dict[str, Any]] = {}
+    for found in facts.values():
+        try:
+            record = json.loads(found.get("users_record") or "{}")
+        except ValueError:
+            continue
+        for name, made in (record.get("users") or {}).items():
+            if not isinstance(made, dict) or not isinstance(made.get("uid"), int):
+                continue
+            entry = kept.setdefault(name, {"uid": made["uid"], "made_on": []})
+            for node in made.get("made_on") or []:
+                if isinstance(node, str) and node not in entry["made_on"]:
+                    entry["made_on"].append(node)
+    return kept
+
+
+def record(accounts: list[Account]) -> str:
+    """The record every node keeps (layout.USERS_RECORD)."""
+    users = {a.name: {"uid": a.uid, "gid": a.gid, "made_on": list(a.made_on)} for a in accounts}
+    return json.dumps({"users": users}, indent=1, sort_keys=True) + "\n"
 
 
 def plan_accounts(
     users: Iterable[WantedUser],
     facts: Mapping[str, Mapping[str, Any]],
-    kept: Mapping[str, int] | None = None,
+    kept: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Account]:
     """Every user's account, or AccountProblems naming each that cannot be made.
     `facts`: node -> its facts (`accounts`: {"users": {name: [uid, gid]}, "groups":
-    {name: gid}}, `directory_accounts`: {name: uid}); `kept`: uids earlier runs gave."""
+    {name: gid}}, `directory_accounts`: {name: uid}); `kept`: what earlier runs did
+    (earlier())."""
     users = list(users)
     kept = dict(kept or {})
     problems: list[str] = []
@@ -88,7 +124,7 @@ def _held(facts: Mapping[str, Mapping[str, Any]], table: str, id_of) -> dict[int
 def _account(
     user: WantedUser,
     facts: Mapping[str, Mapping[str, Any]],
-    kept: Mapping[str, int],
+    kept: Mapping[str, Mapping[str, Any]],
     taken_uids: dict[int, dict[str, str]],
     taken_gids: dict[int, dict[str, str]],
     wanted: set[str],
@@ -123,7 +159,7 @@ def _account(
             problems.append(f"{name}: the inventory says uid {user.uid}, {node} has uid {uid}")
             return None
     else:
-        uid = user.uid if user.uid is not None else kept.get(name)
+        uid = user.uid if user.uid is not None else (kept.get(name) or {}).get("uid")
         if uid is None:
             uid = _free_id(taken_uids, taken_gids)
         gid = uid
@@ -145,7 +181,8 @@ def _account(
     if clash:
         problems.append(clash)
         return None
-    return Account(name, uid, gid, missing)
+    made = [n for n in facts if n in missing or n in (kept.get(name) or {}).get("made_on", [])]
+    return Account(name, uid, gid, missing, tuple(made))
 
 
 def _clash(

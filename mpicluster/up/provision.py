@@ -23,6 +23,7 @@ from mpicluster.cluster.layout import (
     HEALTH_SLURM,
     SMOKE_DIR,
     SYSTEM_PATH,
+    USERS_RECORD,
 )
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensure_cluster_key
@@ -31,7 +32,7 @@ from mpicluster.nodes import supported
 from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
 from mpicluster.smoke import SmokeReport, run_smoke
 from mpicluster.stack import StackPlan, prepare_stack
-from mpicluster.up import applied
+from mpicluster.up import accounts, applied
 from mpicluster.util import exitcodes, templates
 from mpicluster.util.paths import data_path
 
@@ -135,6 +136,7 @@ def extravars(
     cores: dict[str, int],
     files: ControlFiles,
     cordoned: CordonState | None = None,
+    users: list[accounts.Account] | None = None,
 ) -> dict[str, Any]:
     """The playbooks' inputs (each role declares the ones it reads in
     meta/argument_specs.yml): what every run takes (ClusterPlan.playbook_inputs), and
@@ -162,10 +164,28 @@ def extravars(
         "mpicluster_cluster_pubkey": files.key.public_line,
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
         "mpicluster_templates": str(data_path("templates")),
-        "mpicluster_config_files": config_files(plan, node_slots, nodes, cordoned),
+        "mpicluster_config_files": config_files(plan, node_slots, nodes, cordoned, users),
+        "mpicluster_users": users_vars(plan, users or []),
         **slurm.scheduler_vars(plan, files.munge_key),
         **slurm.teardown_vars(),
     }
+
+
+def users_vars(plan: ClusterPlan, made: list[accounts.Account]) -> list[dict[str, Any]]:
+    """The users role's input: each user as planned, with her public keys."""
+    wanted = {user.name: user for user in plan.users}
+    return [
+        {
+            "name": account.name,
+            "uid": account.uid,
+            "gid": account.gid,
+            "made_on": list(account.made_on),
+            "groups": list(wanted[account.name].groups),
+            "sudo": wanted[account.name].sudo,
+            "keys": list(wanted[account.name].keys),
+        }
+        for account in made
+    ]
 
 
 def config_files(
@@ -173,6 +193,7 @@ def config_files(
     node_slots: dict[str, int],
     nodes: list[dict[str, Any]],
     cordoned: CordonState | None = None,
+    users: list[accounts.Account] | None = None,
 ) -> list[dict[str, str]]:
     """What the hostfiles role writes on every node (one module call, changed files only):
     the hostfiles (without the cordoned nodes), the cordons themselves, the environment
@@ -195,6 +216,8 @@ def config_files(
     for program in sorted(remote.RANK_PROGRAMS.glob("*.py")):
         texts[f"{SMOKE_DIR}/{program.name}"] = program.read_text(encoding="utf-8")
     texts[HEALTH_RECORD] = json.dumps(health_record(plan, node_slots), indent=1) + "\n"
+    if users:
+        texts[USERS_RECORD] = accounts.record(users)
     files = [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
     program = f"#!{remote.PYTHON}\n" + remote.script("health")
     return [
@@ -268,11 +291,12 @@ def _provision(
     started = time.monotonic()
     result = UpResult(plan.cluster, nodes=len(plan.nodes))
     progress(f"Reaching {len(plan.nodes)} node(s) over SSH")
-    facts = node_facts.gather(plan, applied=True)
+    facts = node_facts.gather(plan, applied=True, users=[user.name for user in plan.users])
     supported.check(plan, facts)
     node_facts.check_gpus(plan, facts)
+    made = accounts.plan_accounts(plan.users, facts, accounts.earlier(facts))
     cordoned = cordons.newest(cordons.parse(seen.get("cordons")) for seen in facts.values())
-    variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan), cordoned)
+    variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan), cordoned, made)
     stack = StackPlan()
     if plan.stack.install == "source":
         stack = prepare_stack(plan, facts, progress)

@@ -43,14 +43,15 @@ def problems(users, facts, kept=None) -> list[str]:
 def test_new_users_get_the_lowest_ids_free_everywhere_and_their_own_group():
     facts = three(node2=node(users={"x": [FIRST_ID, FIRST_ID]}, groups={"x": FIRST_ID}))
     alice, bob = plan_accounts([Want("alice"), Want("bob")], facts)
-    assert alice == Account("alice", FIRST_ID + 1, FIRST_ID + 1, ("node1", "node2", "node3"))
+    everywhere = ("node1", "node2", "node3")
+    assert alice == Account("alice", FIRST_ID + 1, FIRST_ID + 1, everywhere, everywhere)
     assert (bob.uid, bob.gid) == (FIRST_ID + 2, FIRST_ID + 2) and not alice.adopted
 
 
 def test_the_inventorys_uid_and_an_earlier_runs_are_kept():
     (bob,) = plan_accounts([Want("bob", 2002)], three())
     assert (bob.uid, bob.gid) == (2002, 2002)
-    (carol,) = plan_accounts([Want("carol")], three(), kept={"carol": 2107})
+    (carol,) = plan_accounts([Want("carol")], three(), kept={"carol": {"uid": 2107}})
     assert carol.uid == 2107
 
 
@@ -118,3 +119,30 @@ def test_every_problem_is_reported_at_once():
     facts = three(node3=node(users={"mallory": [2002, 2002]}, directory={"carol": 5}))
     said = problems([Want("bob", 2002), Want("carol"), Want("dave")], facts)
     assert [line.split(":")[0] for line in said] == ["bob", "carol"]
+
+
+def test_the_nodes_it_made_an_account_on_are_kept_run_after_run():
+    """The second run finds the account everywhere: it still knows where it made it (the
+    record every node keeps), so its input and the record stay as they were."""
+    import json
+
+    from mpicluster.up.accounts import earlier, record
+
+    first = three(node1=node(users={"alice": [1500, 1500]}, groups={"alice": 1500}))
+    (made,) = plan_accounts([Want("alice")], first)
+    assert made.made_on == ("node2", "node3")
+    text = record([made])
+    assert json.loads(text)["users"]["alice"] == {
+        "uid": 1500,
+        "gid": 1500,
+        "made_on": ["node2", "node3"],
+    }
+    now = {
+        n: node(users={"alice": [1500, 1500]}, groups={"alice": 1500})
+        for n in ("node1", "node2", "node3")
+    }
+    for found in now.values():
+        found["users_record"] = text
+    (again,) = plan_accounts([Want("alice")], now, earlier(now))
+    assert (again.create_on, again.made_on) == ((), ("node2", "node3"))
+    assert record([again]) == text

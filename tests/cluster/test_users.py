@@ -1,0 +1,169 @@
+"""The cluster's users on the real 3-node local cluster (Debian's Open MPI): `up` makes
+alice and bob the same on every node, each logs in to every node from the control
+machine with her own key, runs `mpirun` across the three nodes through her own mesh, and
+cannot log in as the other or as the MPI user, nor read the other's home or the MPI
+user's keys (each refusal beside its owner's success, so a refusal is not a broken
+setup). Her node keys never leave the nodes and are never logged.
+
+Runs after test_up.py on the session's cluster (pytest runs modules in name order)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cluster.state import cluster_dir
+from tests.conftest import inventory_with, mpicluster
+
+pytestmark = pytest.mark.cluster
+
+NODES = ["node1", "node2", "node3"]
+BOB_UID = 2345
+
+
+@pytest.fixture(scope="module")
+def people(cluster, tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("users")
+    keys = {}
+    for name in ("alice", "bob"):
+        key = folder / name
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@laptop", "-f", str(key)],
+            check=True,
+        )
+        keys[name] = key
+    users = [
+        {"name": "alice", "keys": [str(keys["alice"]) + ".pub"]},
+        {
+            "name": "bob",
+            "uid": BOB_UID,
+            "keys": [(folder / "bob.pub").read_text().strip()],
+            "groups": ["video"],
+        },
+    ]
+    inventory = inventory_with(
+        cluster.inventory, folder / "users.yaml", stack={"install": "packages"}, users=users
+    )
+    done = mpicluster("up", str(inventory), "--json", check=False)
+    result = json.loads(done.stdout)
+    assert done.returncode == 0, (done.stderr[-4000:], result.get("hosts"))
+    return {"inventory": inventory, "keys": keys, "result": result}
+
+
+def login(people, node: str, user: str, command: str, *, key: str | None = None):
+    """ssh from the control machine to `node` as `user` with `key`'s private half (the
+    user's own by default), host keys checked against the cluster's known_hosts."""
+    inv = load_inventory(people["inventory"])
+    target = next(n for n in inv.nodes if n.name == node)
+    ssh = inv.node_ssh(target)
+    argv = [
+        "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+        "-o", f"UserKnownHostsFile={ssh.known_hosts}", "-o", "IdentitiesOnly=yes",
+        "-o", "ControlMaster=no", "-i", str(people["keys"][key or user]),
+        "-p", str(ssh.port), f"{user}@{ssh.host}", command,
+    ]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_each_user_logs_in_to_every_node_with_her_key_and_the_same_ids(people):
+    ids = {}
+    for user in ("alice", "bob"):
+        for node in NODES:
+            done = login(people, node, user, "id -u; id -g; id -Gn; stat -c %a ~")
+            assert done.returncode == 0, (user, node, done.stderr)
+            ids[user, node] = done.stdout.split("\n")
+    for user in ("alice", "bob"):
+        seen = {tuple(ids[user, node][:2]) for node in NODES}
+        assert len(seen) == 1, (user, seen)
+        assert all(ids[user, node][3] == "700" for node in NODES)
+    assert ids["bob", "node1"][:2] == [str(BOB_UID), str(BOB_UID)]
+    assert "video" in ids["bob", "node1"][2].split()
+    assert int(ids["alice", "node1"][0]) >= 2000
+
+
+def test_each_users_mpirun_spans_the_nodes_through_her_own_mesh(people):
+    for user in ("alice", "bob"):
+        done = login(
+            people,
+            "node1",
+            user,
+            "mpirun -np 3 --host node1,node2,node3 hostname && ls ~/.ssh",
+        )
+        assert done.returncode == 0, (user, done.stderr[-2000:])
+        lines = done.stdout.split()
+        assert sorted(lines[:3]) == NODES, (user, done.stdout)
+        assert "mpicluster_pytest" in lines and "mpicluster_pytest.pub" in lines
+
+
+def test_a_user_cannot_log_in_as_another_or_as_the_mpi_user(people):
+    mpi_user = (
+        load_inventory(people["inventory"])
+        .node_ssh(load_inventory(people["inventory"]).nodes[0])
+        .user
+    )
+    for node in NODES:
+        assert login(people, node, "bob", "true", key="alice").returncode == 255
+        assert login(people, node, "alice", "true", key="bob").returncode == 255
+        assert login(people, node, mpi_user, "true", key="alice").returncode == 255
+    # her own node key does not open bob's account either, node to node
+    across = login(people, "node1", "alice", "ssh -o BatchMode=yes bob@node2 true; echo exit=$?")
+    assert "exit=255" in across.stdout, across
+
+
+def test_a_user_cannot_read_another_home_nor_the_mpi_users_keys(people, cluster):
+    mpi_home = cluster.ssh("node1", "echo ~").stdout.strip()
+    for path in ("/home/bob", f"{mpi_home}/.ssh/mpicluster_pytest"):
+        refused = login(people, "node2", "alice", f"ls {path} >/dev/null && cat {path}")
+        assert refused.returncode != 0 and "Permission denied" in refused.stderr, refused
+    assert login(people, "node2", "bob", "ls /home/bob/.ssh").returncode == 0
+    assert cluster.ssh("node2", f"cat {mpi_home}/.ssh/mpicluster_pytest >/dev/null").returncode == 0
+
+
+def test_her_node_keys_stay_on_the_nodes_theirs_alone_and_unlogged(people, cluster):
+    publics, secrets = {}, {}
+    key = "/home/alice/.ssh/mpicluster_pytest"
+    for node in NODES:
+        owner = cluster.ssh(node, f"sudo stat -c '%U %a' {key}").stdout.strip()
+        assert owner == "alice 600", (node, owner)
+        publics[node] = cluster.ssh(node, f"cat {key}.pub").stdout.split()[1]
+        # the private half's body past its common header (never shown by an assertion)
+        body = cluster.ssh(node, f"sudo sed '1,2d;$d' {key}").stdout
+        secrets[node] = "".join(body.split())[:48]
+    assert len(set(publics.values())) == 3  # one key per node, made there
+    logged = "".join(
+        p.read_text(errors="replace")
+        for p in (cluster_dir("pytest") / "runs").rglob("*")
+        if p.is_file()
+    )
+    leaked = [node for node, secret in secrets.items() if len(secret) == 48 and secret in logged]
+    assert all(len(secret) == 48 for secret in secrets.values())
+    assert leaked == [], "a node key's private half is in up's run logs"
+    state = "".join(p.name for p in cluster_dir("pytest").rglob("*"))
+    assert "alice" not in state
+
+
+def test_a_second_full_up_changes_nothing(people):
+    done = mpicluster("up", str(people["inventory"]), "--json", "--full", "--no-smoke")
+    result = json.loads(done.stdout)
+    assert {n: h["changed"] for n, h in result["hosts"].items()} == dict.fromkeys(NODES, 0)
+
+
+def test_a_clash_is_refused_before_any_change(people, cluster, tmp_path: Path):
+    cluster.ssh("node3", f"sudo useradd -M -u {BOB_UID + 1} carol")
+    try:
+        pub = (Path(str(people["keys"]["alice"]) + ".pub")).read_text().strip()
+        clashing = inventory_with(
+            people["inventory"],
+            tmp_path / "clash.yaml",
+            users=[{"name": "dave", "uid": BOB_UID + 1, "keys": [pub]}],
+        )
+        done = mpicluster("up", str(clashing), check=False)
+        assert done.returncode == 2, done.stderr
+        assert f"dave: uid {BOB_UID + 1} is taken by the account 'carol' on node3" in done.stderr
+        assert cluster.ssh("node1", "getent passwd dave", check=False).returncode == 2
+    finally:
+        cluster.ssh("node3", "sudo userdel carol")
