@@ -129,7 +129,7 @@ def test_her_node_keys_stay_on_the_nodes_theirs_alone_and_unlogged(people, clust
     for node in NODES:
         owner = cluster.ssh(node, f"sudo stat -c '%U %a' {key}").stdout.strip()
         assert owner == "alice 600", (node, owner)
-        publics[node] = cluster.ssh(node, f"cat {key}.pub").stdout.split()[1]
+        publics[node] = cluster.ssh(node, f"sudo cat {key}.pub").stdout.split()[1]
         # the private half's body past its common header (never shown by an assertion)
         body = cluster.ssh(node, f"sudo sed '1,2d;$d' {key}").stdout
         secrets[node] = "".join(body.split())[:48]
