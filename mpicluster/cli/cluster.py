@@ -80,6 +80,14 @@ def down(
         bool,
         typer.Option("--keep-key", help="Keep the cluster's key and state on this machine."),
     ] = False,
+    purge_homes: Annotated[
+        bool,
+        typer.Option(
+            "--purge-homes",
+            help="Remove the users' homes too (default: a home holding more than the "
+            "skeleton is kept, its account locked).",
+        ),
+    ] = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Take back what `up` added on every node; edited files come back as they were.
@@ -99,6 +107,7 @@ def down(
                 node=node,
                 keep_stack=keep_stack,
                 keep_key=keep_key,
+                purge_homes=purge_homes,
                 on_event=view,
                 on_progress=display.progress,
             )

@@ -63,6 +63,8 @@ SLURM_DRAIN = "/var/lib/mpicluster/slurm-drain.json"
 HEALTH_CHANGING = "/var/lib/mpicluster/changing.json"
 #: The cluster's users as `up` made them (name: uid, gid, adopted): their ids are kept.
 USERS_RECORD = f"{CONFIG_DIR}/users.json"
+#: The sudo the users given `sudo: true` get (the users role writes it).
+USERS_SUDOERS = "/etc/sudoers.d/mpicluster-users"
 #: The cordoned nodes (cluster/cordons.py), the same newest state on every node.
 CORDONS = f"{CONFIG_DIR}/cordons.json"
 #: Every file `up` writes into CONFIG_DIR (what doctor's hostfile check reads back).
@@ -248,6 +250,7 @@ class Layout:
             {"path": PEERMEM_CONF, "kind": "file"},
             {"path": CONFIG_DIR, "kind": "tree"},
             {"path": HEALTH_PROGRAM, "kind": "file"},
+            {"path": USERS_SUDOERS, "kind": "file"},
             {"path": HEALTH_SLURM, "kind": "file"},
             {"path": HEALTH_PROLOG, "kind": "file"},
             # up's own marker while it runs, and the check's drain record

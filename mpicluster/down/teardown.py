@@ -70,11 +70,12 @@ class DownResult:
         return data
 
 
-def extravars(plan: ClusterPlan, keep_stack: bool) -> dict[str, Any]:
+def extravars(plan: ClusterPlan, keep_stack: bool, purge_homes: bool = False) -> dict[str, Any]:
     """down.yml's inputs: what every playbook run takes (the same as up's), and down's."""
     return {
         **plan.playbook_inputs(),
         "teardown_keep_stack": keep_stack,
+        "teardown_purge_homes": purge_homes,
         **slurm.teardown_vars(),
     }
 
@@ -93,6 +94,7 @@ def teardown(
     node: str | None = None,
     keep_stack: bool = False,
     keep_key: bool = False,
+    purge_homes: bool = False,
     on_event: EventSink | None = None,
     on_progress: Progress | None = None,
 ) -> DownResult:
@@ -121,7 +123,7 @@ def teardown(
             "down.yml",
             runs_dir=cluster_dir(plan.cluster) / "runs",
             label="down",
-            extravars=extravars(plan, keep_stack),
+            extravars=extravars(plan, keep_stack, purge_homes),
             on_event=on_event,
         )
         if node is None and result.playbook.ok and not keep_key:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mpicluster.util.errors import UsageError
@@ -72,16 +72,54 @@ def earlier(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]
         for name, made in (record.get("users") or {}).items():
             if not isinstance(made, dict) or not isinstance(made.get("uid"), int):
                 continue
-            entry = kept.setdefault(name, {"uid": made["uid"], "made_on": []})
+            gid = made.get("gid") if isinstance(made.get("gid"), int) else made["uid"]
+            entry = kept.setdefault(name, {"uid": made["uid"], "gid": gid, "made_on": []})
             for node in made.get("made_on") or []:
                 if isinstance(node, str) and node not in entry["made_on"]:
                     entry["made_on"].append(node)
     return kept
 
 
-def record(accounts: list[Account]) -> str:
-    """The record every node keeps (layout.USERS_RECORD)."""
-    users = {a.name: {"uid": a.uid, "gid": a.gid, "made_on": list(a.made_on)} for a in accounts}
+@dataclass(frozen=True)
+class UsersPlan:
+    """What `up` does with the cluster's users: their accounts, and those who left."""
+
+    accounts: tuple[Account, ...] = ()
+    #: What earlier runs did (earlier()).
+    kept: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def leaving(self) -> list[str]:
+        return leaving(self.kept, self.accounts)
+
+    def record_text(self) -> str | None:
+        """The record for every node; None when there is nobody to record."""
+        if not self.accounts and not self.leaving:
+            return None
+        return record(list(self.accounts), self.kept)
+
+
+def leaving(kept: Mapping[str, Mapping[str, Any]], users: Iterable[WantedUser]) -> list[str]:
+    """The users an earlier run made that the inventory no longer lists: `up` retires
+    them (locked, their keys gone, their homes kept)."""
+    listed = {user.name for user in users}
+    return sorted(name for name in kept if name not in listed)
+
+
+def record(accounts: list[Account], kept: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The record every node keeps (layout.USERS_RECORD): the users, and those who left
+    (their accounts stay, locked, and their ids are never given to someone else)."""
+    users: dict[str, dict[str, Any]] = {
+        a.name: {"uid": a.uid, "gid": a.gid, "made_on": list(a.made_on)} for a in accounts
+    }
+    for name in leaving(kept or {}, accounts):
+        was = (kept or {})[name]
+        users[name] = {
+            "uid": was["uid"],
+            "gid": was.get("gid", was["uid"]),
+            "made_on": list(was.get("made_on") or []),
+            "left": True,
+        }
     return json.dumps({"users": users}, indent=1, sort_keys=True) + "\n"
 
 

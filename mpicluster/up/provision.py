@@ -136,7 +136,7 @@ def extravars(
     cores: dict[str, int],
     files: ControlFiles,
     cordoned: CordonState | None = None,
-    users: list[accounts.Account] | None = None,
+    users: accounts.UsersPlan | None = None,
 ) -> dict[str, Any]:
     """The playbooks' inputs (each role declares the ones it reads in
     meta/argument_specs.yml): what every run takes (ClusterPlan.playbook_inputs), and
@@ -165,7 +165,8 @@ def extravars(
         "mpicluster_relay_src": str(remote.HERE / "relay.py"),
         "mpicluster_templates": str(data_path("templates")),
         "mpicluster_config_files": config_files(plan, node_slots, nodes, cordoned, users),
-        "mpicluster_users": users_vars(plan, users or []),
+        "mpicluster_users": users_vars(plan, list((users or accounts.UsersPlan()).accounts)),
+        "mpicluster_users_leaving": (users or accounts.UsersPlan()).leaving,
         **slurm.scheduler_vars(plan, files.munge_key),
         **slurm.teardown_vars(),
     }
@@ -193,7 +194,7 @@ def config_files(
     node_slots: dict[str, int],
     nodes: list[dict[str, Any]],
     cordoned: CordonState | None = None,
-    users: list[accounts.Account] | None = None,
+    users: accounts.UsersPlan | None = None,
 ) -> list[dict[str, str]]:
     """What the hostfiles role writes on every node (one module call, changed files only):
     the hostfiles (without the cordoned nodes), the cordons themselves, the environment
@@ -216,8 +217,9 @@ def config_files(
     for program in sorted(remote.RANK_PROGRAMS.glob("*.py")):
         texts[f"{SMOKE_DIR}/{program.name}"] = program.read_text(encoding="utf-8")
     texts[HEALTH_RECORD] = json.dumps(health_record(plan, node_slots), indent=1) + "\n"
-    if users:
-        texts[USERS_RECORD] = accounts.record(users)
+    recorded = (users or accounts.UsersPlan()).record_text()
+    if recorded is not None:
+        texts[USERS_RECORD] = recorded
     files = [{"path": path, "content": text, "mode": "0644"} for path, text in texts.items()]
     program = f"#!{remote.PYTHON}\n" + remote.script("health")
     return [
@@ -294,7 +296,8 @@ def _provision(
     facts = node_facts.gather(plan, applied=True, users=[user.name for user in plan.users])
     supported.check(plan, facts)
     node_facts.check_gpus(plan, facts)
-    made = accounts.plan_accounts(plan.users, facts, accounts.earlier(facts))
+    kept = accounts.earlier(facts)
+    made = accounts.UsersPlan(tuple(accounts.plan_accounts(plan.users, facts, kept)), kept)
     cordoned = cordons.newest(cordons.parse(seen.get("cordons")) for seen in facts.values())
     variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan), cordoned, made)
     stack = StackPlan()

@@ -167,3 +167,43 @@ def test_a_clash_is_refused_before_any_change(people, cluster, tmp_path: Path):
         assert cluster.ssh("node1", "getent passwd dave", check=False).returncode == 2
     finally:
         cluster.ssh("node3", "sudo userdel carol")
+
+
+def test_a_user_taken_out_of_the_inventory_can_no_longer_log_in_and_keeps_his_files(
+    people, cluster, tmp_path_factory
+):
+    assert login(people, "node1", "bob", "echo 42 > ~/results.txt").returncode == 0
+    pub = Path(str(people["keys"]["alice"]) + ".pub").read_text().strip()
+    without_bob = inventory_with(
+        people["inventory"],
+        tmp_path_factory.mktemp("left") / "without-bob.yaml",
+        users=[{"name": "alice", "keys": [pub]}],
+    )
+    done = mpicluster("up", str(without_bob), "--json", "--no-smoke", check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    people["inventory"] = without_bob
+    for node in NODES:
+        assert login(people, node, "bob", "true").returncode == 255
+        assert login(people, node, "alice", "true").returncode == 0
+        shell = cluster.ssh(node, "getent passwd bob | cut -d: -f7").stdout.strip()
+        assert shell == "/usr/sbin/nologin", (node, shell)
+    assert cluster.ssh("node1", "sudo cat /home/bob/results.txt").stdout == "42\n"
+    again = json.loads(mpicluster("up", str(without_bob), "--json", "--full", "--no-smoke").stdout)
+    assert {n: h["changed"] for n, h in again["hosts"].items()} == dict.fromkeys(NODES, 0)
+
+
+def test_down_removes_the_accounts_it_made_and_keeps_a_home_with_files(people, cluster):
+    done = mpicluster("down", str(people["inventory"]), "--json", check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    for node in NODES:
+        assert cluster.ssh(node, "getent passwd alice", check=False).returncode == 2
+        assert cluster.ssh(node, "test -e /home/alice", check=False).returncode == 1
+    # bob's home on node1 holds his results: kept, his account locked (its uid his still)
+    kept = cluster.ssh("node1", "getent passwd bob | cut -d: -f3,7").stdout.strip()
+    assert kept == f"{BOB_UID}:/usr/sbin/nologin"
+    assert cluster.ssh("node1", "sudo cat /home/bob/results.txt").stdout == "42\n"
+    assert "bob: account locked, home kept" in result["hosts"]["node1"]["actions"]["/home/bob"]
+    for node in ("node2", "node3"):  # nothing of his there: removed
+        assert cluster.ssh(node, "getent passwd bob", check=False).returncode == 2
+    cluster.ssh("node1", "sudo userdel --remove bob")

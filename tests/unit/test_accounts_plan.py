@@ -146,3 +146,52 @@ def test_the_nodes_it_made_an_account_on_are_kept_run_after_run():
     (again,) = plan_accounts([Want("alice")], now, earlier(now))
     assert (again.create_on, again.made_on) == ((), ("node2", "node3"))
     assert record([again]) == text
+
+
+def test_a_user_taken_out_of_the_inventory_leaves_and_stays_in_the_record():
+    """bob left: `up` retires him (his ids kept in the record: never someone else's)."""
+    import json
+
+    from mpicluster.up.accounts import UsersPlan, earlier, record
+
+    facts = three()
+    alice, bob = plan_accounts([Want("alice"), Want("bob", 2345)], facts)
+    text = record([alice, bob])
+    for found in facts.values():
+        found["users_record"] = text
+    kept = earlier(facts)
+    now = UsersPlan(tuple(plan_accounts([Want("alice")], facts, kept)), kept)
+    assert now.leaving == ["bob"]
+    left = json.loads(now.record_text())["users"]["bob"]
+    assert left == {"uid": 2345, "gid": 2345, "made_on": ["node1", "node2", "node3"], "left": True}
+    assert UsersPlan().record_text() is None
+
+
+def test_the_accounts_module_removes_only_its_own_block_and_knows_a_bare_home(tmp_path):
+    import importlib.util
+
+    from mpicluster import remote
+
+    spec = importlib.util.spec_from_file_location(
+        "mpicluster_accounts", remote.MODULES / "mpicluster_accounts.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = "mine 1\n# BEGIN mpicluster c\nours\n# END mpicluster c\nmine 2\n"
+    assert module.without_block(text, "mpicluster c") == "mine 1\nmine 2\n"
+    assert (
+        module.without_block("# BEGIN mpicluster c\nours\n# END mpicluster c\n", "mpicluster c")
+        == ""
+    )
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    module.SKELETON = str(tmp_path / "skel")
+    (tmp_path / "skel").mkdir()
+    (tmp_path / "skel" / ".bashrc").write_text("x")
+    (home / ".bashrc").write_text("x")
+    assert module.only_skeleton(str(home))
+    (home / "results.csv").write_text("1,2\n")
+    assert not module.only_skeleton(str(home))
+    (home / "results.csv").unlink()
+    (home / ".ssh" / "id_ed25519").write_text("hers")
+    assert not module.only_skeleton(str(home))

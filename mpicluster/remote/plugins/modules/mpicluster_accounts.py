@@ -75,7 +75,12 @@ def strip_ours(home, key_name, marker):
 
     def action():
         folder = os.path.join(home, ".ssh")
-        for name in (key_name, key_name + ".pub"):
+        if not os.path.isdir(folder) or os.path.islink(folder):
+            return True
+        # the node key, and the shared connections its ssh config made
+        ours = [key_name, key_name + ".pub"]
+        ours += [n for n in os.listdir(folder) if n.startswith("mpicluster-")]
+        for name in ours:
             path = os.path.join(folder, name)
             if os.path.lexists(path):
                 os.unlink(path)
@@ -86,7 +91,9 @@ def strip_ours(home, key_name, marker):
             with open(path, encoding="utf-8", errors="replace") as handle:
                 old = handle.read()
             new = without_block(old, marker)
-            if new != old:
+            if not new.strip():  # nothing of hers in it: the file was mpicluster's
+                os.unlink(path)
+            elif new != old:
                 partial = path + ".mpicluster-partial"
                 with open(partial, "w", encoding="utf-8") as handle:
                     handle.write(new)
@@ -170,7 +177,12 @@ def main():
     )
     done = {"retired": [], "removed": [], "kept": [], "left": []}
     names = module.params["names"] or sorted(recorded(module.params["record"]))
+    homes = {}
     for name in names:
+        try:
+            homes[name] = pwd.getpwnam(name).pw_dir
+        except KeyError:
+            homes[name] = "/home/" + name
         try:
             what = leave(module, name)
         except subprocess.CalledProcessError as exc:
@@ -180,11 +192,12 @@ def main():
             done[what].append(name)
     changed = bool(done["retired"] or done["removed"] or done["kept"])
     said = {
-        "retired": "locked: her home kept",
-        "removed": "account and home removed",
-        "kept": "locked, home kept (it holds more than the skeleton; --purge-homes removes it)",
+        "retired": "%s left the inventory: account locked, home kept:",
+        "removed": "%s: account and home removed:",
+        "kept": "%s: account locked, home kept (more than the skeleton in it; "
+        "--purge-homes removes it):",
     }
-    actions = {"user " + n: said[k] for k in said for n in done[k]}
+    actions = {homes[n]: said[k] % n for k in said for n in done[k]}
     module.exit_json(changed=changed, actions=actions, **done)
 
 
