@@ -17,7 +17,7 @@ CheckOpt = Annotated[
     typer.Option(
         "--check",
         help="Run only this check (repeatable): ssh, mesh, env, rank, names, ports, interfaces, "
-        "fabric, versions, stack, gpus, clock, disk, limits, hostfile, launch, slurm.",
+        "fabric, versions, stack, gpus, clock, disk, limits, hostfile, users, launch, slurm.",
         show_default=False,
     ),
 ]

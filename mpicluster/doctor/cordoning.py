@@ -14,6 +14,9 @@
 - The hostfile check cordons nobody and keeps no node from its return: the hostfiles
   and cluster.json are what `up` writes (and every cordon change rewrites), not a node's
   health; a node that missed a cordon change fails it until the next change reaches it.
+- The users check neither: a person's account missing or unlike on a node, her home
+  open to others, are hers to fix (`up`, or by hand), and cordoning the node would take
+  it from every job, the MPI user's too, which runs there as well as before.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor.model import DoctorReport, Result, Status
 
 #: The checks that say nothing of a node's health (above).
-NOT_HEALTH = ("hostfile",)
+NOT_HEALTH = ("hostfile", "users")
 
 
 def cordon_findings(report: DoctorReport, plan: ClusterPlan) -> Findings:

@@ -90,6 +90,10 @@ class Options:
         return "slurm" in self.checks
 
     @property
+    def needs_users(self) -> bool:
+        return "users" in self.checks
+
+    @property
     def needs_exchange(self) -> bool:
         return self.needs_mesh or self.needs_ports or "clock" in self.checks
 
@@ -212,6 +216,8 @@ def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Op
         "mpi_variables": sorted({*mpi_settings.VARIABLES, *plan.mpi_env}),
         "stack_files": options.needs_stack_files,
         "rank_env": options.needs_rank_env,
+        # the inventory's users, whose accounts the probe reads (none: nothing read)
+        "users": [user.name for user in plan.users] if options.needs_users else [],
         "deep": options.deep,
         "resolve_timeout": min(5, options.timeout),
         "layout": {

@@ -23,13 +23,16 @@ Its facts are nodeinfo's (what `up` plans builds from), extended with what the c
 judge.
 """
 
+import errno
 import glob
 import hashlib
 import json
 import os
+import pwd
 import re
 import shutil
 import socket
+import stat
 import sys
 import threading
 import time
@@ -272,6 +275,53 @@ def nccl_version(layout):
     return None
 
 
+def user_accounts(names):
+    """Each of the inventory's users as this node's name service has her (None: no
+    account): her passwd entry, whether her shell is a program that runs, and her home
+    folder's own mode and owner. A stat of the folder itself is anyone's to make; what is
+    inside a 0700 home is hers alone, and the MPI user does not read it."""
+    found = {}
+    for name in names:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            found[name] = None
+            continue
+        shell = entry.pw_shell or "/bin/sh"  # login(1) and sshd: an empty field is sh
+        account = {
+            "uid": entry.pw_uid,
+            "gid": entry.pw_gid,
+            "home": entry.pw_dir,
+            "shell": entry.pw_shell,
+            "shell_runs": os.path.isfile(shell) and os.access(shell, os.X_OK),
+            "home_stat": None,
+            "home_missing": False,
+            "home_error": None,
+        }
+        try:
+            seen = os.stat(entry.pw_dir)
+        except OSError as exc:
+            account["home_missing"] = exc.errno == errno.ENOENT
+            account["home_error"] = exc.strerror or str(exc)
+        else:
+            account["home_stat"] = {
+                "dir": stat.S_ISDIR(seen.st_mode),
+                "mode": stat.S_IMODE(seen.st_mode),
+                "uid": seen.st_uid,
+                "gid": seen.st_gid,
+                "owner": _user_name(seen.st_uid),
+            }
+        found[name] = account
+    return found
+
+
+def _user_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
 def gather(spec):
     layout = spec["layout"]
     hostname = socket.gethostname()
@@ -320,6 +370,7 @@ def gather(spec):
             if spec.get("rank_env")
             else None,
             "neighbour": neighbour_limits(),
+            "users": user_accounts(spec["users"]) if spec.get("users") else None,
             "disk": nodedisk.disk(disk_paths),
             "shm_files": loginlimits.shm_files(),
             "limits": loginlimits.limits(),

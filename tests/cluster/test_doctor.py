@@ -120,6 +120,7 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
         "disk",
         "limits",
         "hostfile",
+        "users",
         "launch",
         "slurm",
     ]
@@ -127,6 +128,10 @@ def test_healthy_cluster_passes_every_check(provisioned, inventory):
     slurm = next(c for c in report["checks"] if c["name"] == "slurm")
     assert [r["evidence"] for r in slurm["results"]] == [
         "no scheduler in the inventory: nothing to check"
+    ]
+    users = next(c for c in report["checks"] if c["name"] == "users")
+    assert [r["evidence"] for r in users["results"]] == [
+        "the inventory lists no users: nothing to check"
     ]
     launch = next(c for c in report["checks"] if c["name"] == "launch")
     assert {r["node"] for r in launch["results"]} == {*NODES, None}

@@ -3,7 +3,8 @@ alice and bob the same on every node, each logs in to every node from the contro
 machine with her own key, runs `mpirun` across the three nodes through her own mesh, and
 cannot log in as the other or as the MPI user, nor read the other's home or the MPI
 user's keys (each refusal beside its owner's success, so a refusal is not a broken
-setup). Her node keys never leave the nodes and are never logged.
+setup). Her node keys never leave the nodes and are never logged. doctor's users check
+finds them alike and names a home opened to others.
 
 Runs after test_up.py on the session's cluster (pytest runs modules in name order)."""
 
@@ -150,6 +151,36 @@ def test_a_second_full_up_changes_nothing(people):
     done = mpicluster("up", str(people["inventory"]), "--json", "--full", "--no-smoke")
     result = json.loads(done.stdout)
     assert {n: h["changed"] for n, h in result["hosts"].items()} == dict.fromkeys(NODES, 0)
+
+
+def doctor_users(people) -> dict:
+    """doctor's users check alone, from its JSON report."""
+    done = mpicluster("doctor", str(people["inventory"]), "--check", "users", "--json", check=False)
+    (found,) = json.loads(done.stdout)["checks"]
+    return found
+
+
+def test_doctor_finds_the_users_alike_and_names_a_home_opened_to_others(people, cluster):
+    found = doctor_users(people)
+    assert found["status"] == "pass", found
+    assert [r["node"] for r in found["results"]] == NODES
+    assert f"bob (uid {BOB_UID}, gid {BOB_UID}, home 0700)" in found["results"][0]["evidence"]
+    cluster.ssh("node2", "sudo chmod 0755 /home/alice")
+    try:
+        found = doctor_users(people)
+    finally:
+        cluster.ssh("node2", "sudo chmod 0700 /home/alice")
+    bad = [
+        (r["node"], r["status"], r["evidence"]) for r in found["results"] if r["status"] != "pass"
+    ]
+    assert bad == [
+        (
+            "node2",
+            "fail",
+            "alice's home /home/alice on node2 is mode 0755: others can read it "
+            "(mpicluster keeps homes 0700, at most 0750 with the user's own group)",
+        )
+    ]
 
 
 def test_a_clash_is_refused_before_any_change(people, cluster, tmp_path: Path):

@@ -108,6 +108,12 @@ def test_the_hostfile_check_cordons_nobody():
     assert not decided(doctor_report(every_node("hostfile", stale))).changes
 
 
+def test_the_users_check_cordons_nobody():
+    # a person's account missing on a node is hers to fix: the MPI user's jobs run there
+    missing = failed("n2", "alice has no account on n2", "run `mpicluster up`")
+    assert not decided(doctor_report(every_node("users", missing))).changes
+
+
 def test_a_check_every_node_fails_is_the_cluster_s_fault():
     disk = every_node("disk", *(failed(n, "/tmp is not writable", "chmod") for n in NODES))
     gpus = every_node("gpus", failed("n3", "2 GPUs, the inventory says 4", "nvidia-smi"))

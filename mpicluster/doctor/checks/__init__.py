@@ -25,6 +25,7 @@ from mpicluster.doctor.checks import (
     slurm,
     ssh_access,
     stack_files,
+    users,
 )
 from mpicluster.doctor.model import CheckReport
 from mpicluster.doctor.runner import Gathered
@@ -53,6 +54,7 @@ CHECKS = [
     Check(disk.DISK, disk.DISK_TITLE, disk.check_disk),
     Check(limits.NAME, limits.TITLE, limits.check),
     Check(basics.HOSTFILE, basics.HOSTFILE_TITLE, basics.check_hostfile),
+    Check(users.NAME, users.TITLE, users.check),
     Check(launch.NAME, launch.TITLE, launch.check),
     Check(slurm.NAME, slurm.TITLE, slurm.check),
 ]
