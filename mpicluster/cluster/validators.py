@@ -35,11 +35,11 @@ def hostname_problem(value: str) -> str | None:
         return f"{bad}; not a valid hostname"
     if len(value) > 253:
         return "longer than 253 characters; not a valid hostname"
-    if _NUMERIC_DOTTED.match(value):
+    if _NUMERIC_DOTTED.fullmatch(value):
         return "not a valid IP address"
     labels = value.rstrip(".").split(".")
     for label in labels:
-        if not _LABEL.match(label):
+        if not _LABEL.fullmatch(label):
             return (
                 f"not an RFC 1123 hostname (label {label!r}: use letters, digits and '-', "
                 "1-63 characters, not starting or ending with '-')"
@@ -60,7 +60,7 @@ def address_problem(value: str) -> str | None:
 
 
 def cluster_name_problem(value: str) -> str | None:
-    if _CLUSTER.match(value):
+    if _CLUSTER.fullmatch(value):
         return None
     bad = _metacharacter(value)
     if bad:
@@ -69,7 +69,7 @@ def cluster_name_problem(value: str) -> str | None:
 
 
 def user_problem(value: str) -> str | None:
-    if _USER.match(value):
+    if _USER.fullmatch(value):
         return None
     bad = _metacharacter(value)
     if bad:
@@ -97,7 +97,7 @@ def group_problem(value: str) -> str | None:
 
 
 def interface_problem(value: str) -> str | None:
-    if _IFNAME.match(value):
+    if _IFNAME.fullmatch(value):
         return None
     if len(value) > 15:
         return "longer than 15 characters; not a Linux interface name"

@@ -26,6 +26,17 @@ CASES = [
     ("empty-file", "", "the inventory is empty"),
     ("top-level-list", "- a\n- b\n", "the top level must be a mapping"),
     ("unknown-top-key", GOOD + "gpu: 1\n", ":5: gpu: unknown key"),
+    ("cluster-trailing-newline", 'cluster: "a\\n"\nnodes: [{name: n1}]\n', ":1: cluster:"),
+    (
+        "user-trailing-newline",
+        GOOD + 'ssh: {user: "alice\\n"}\n',
+        ":5: ssh.user:",
+    ),
+    (
+        "interface-trailing-newline",
+        GOOD + 'network: {interface: "eth0\\n"}\n',
+        ":5: network.interface:",
+    ),
     ("health-interval-short", GOOD + "health: {interval: 2}\n", ":5: health.interval:"),
     ("health-unknown-key", GOOD + "health: {every: 60}\n", ":5: health.every: unknown key"),
     (
