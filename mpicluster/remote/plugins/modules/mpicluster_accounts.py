@@ -168,7 +168,8 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "action": {"type": "str", "required": True, "choices": ["retire", "remove"]},
-            "names": {"type": "list", "elements": "str", "required": True},
+            "names": {"type": "list", "elements": "str", "default": []},
+            "node": {"type": "str", "required": True},
             "record": {"type": "path", "required": True},
             "key_name": {"type": "str", "required": True},
             "marker": {"type": "str", "required": True},
