@@ -41,6 +41,7 @@ LIBRARIES = (
     "mpicluster_envblock",
     "mpicluster_stackfiles",
     "mpicluster_slurmnodes",
+    "mpicluster_sitecommand",
     "procinfo",
     "slurmnode",
 )

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 
+from mpicluster_sitecommand import run_site_command
 from mpicluster_slurmnodes import parse_nodes
 
 #: mpicluster's record of the drain its check made on this node (the proof it is ours).
@@ -102,21 +103,7 @@ def write_record(data):
 
 def on_change(command, node, state, reason):
     """The site's own command with the node, the state and the reason (its failure is
-    said, never fatal to the check)."""
+    said, never fatal to the check), with a bare PATH as slurmd gives."""
     if not command:
         return None
-    try:
-        done = subprocess.run(
-            ["/bin/sh", "-c", command + ' "$@"', "on_change", node, state, reason],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-            env={"PATH": SEARCH},
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return "on_change: %s" % exc
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or [""])[-1]
-        return "on_change exited %d: %s" % (done.returncode, said)
-    return None
+    return run_site_command(command, node, state, reason, env={"PATH": SEARCH})

@@ -48,8 +48,9 @@ REGISTRY = {
     "mpicluster.health.states:command": "test_the_nodes_commands_split_back",
     "mpicluster.health.cordons:write": "test_the_cordon_writer_keeps_every_file_whole",
     "mpicluster.health.cordons:read_command": "test_the_cordon_writer_keeps_every_file_whole",
-    "mpicluster.remote.slurmnode:on_change": "test_the_sites_on_change_gets_each_word_whole",
-    "mpicluster.health.site_command:on_change": "test_the_sites_on_change_gets_each_word_whole",
+    "mpicluster.remote.plugins.module_utils.mpicluster_sitecommand:run_site_command": (
+        "test_the_sites_on_change_gets_each_word_whole"
+    ),
     "mpicluster.nodes.ansible_run:prepare_run": "test_prepare_run_command_runs_as_written",
     "mpicluster.nodes.ansible_run:run_playbook": "test_run_playbook_cmdline_keeps_the_vars_path",
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
