@@ -107,6 +107,26 @@ def _is(name: str, kind: str, value: int) -> str:
     return f"{name} is uid {value}" if kind == "uid" else f"{name}'s group is gid {value}"
 
 
+def _odd_ones(
+    name: str,
+    kind: str,
+    values: dict[str, int],
+    right: int,
+    where: str,
+    facts: Mapping[str, dict],
+) -> list[Result]:
+    """A failure on each node whose id is not `right` (which `where` is said to hold)."""
+    return [
+        failed(
+            node,
+            f"{_is(name, kind, value)} on {node}, {right} {where}",
+            _change(node, name, kind, value, right, facts[node]),
+        )
+        for node, value in values.items()
+        if value != right
+    ]
+
+
 def _ids(
     name: str, kind: str, values: dict[str, int], wanted: int | None, facts: Mapping[str, dict]
 ) -> list[Result]:
@@ -124,28 +144,13 @@ def _ids(
                 )
             ]
         also = "elsewhere and in the inventory" if len(odd) < len(values) else "in the inventory"
-        return [
-            failed(
-                node,
-                f"{_is(name, kind, value)} on {node}, {wanted} {also}",
-                _change(node, name, kind, value, wanted, facts[node]),
-            )
-            for node, value in odd.items()
-        ]
+        return _odd_ones(name, kind, values, wanted, also, facts)
     ranked = Counter(values.values()).most_common()
     if len(ranked) == 1:
         return []
     (best, top), (_, second) = ranked[0], ranked[1]
     if top > second:
-        return [
-            failed(
-                node,
-                f"{_is(name, kind, value)} on {node}, {best} elsewhere",
-                _change(node, name, kind, value, best, facts[node]),
-            )
-            for node, value in values.items()
-            if value != best
-        ]
+        return _odd_ones(name, kind, values, best, "elsewhere", facts)
     groups: dict[int, list[str]] = {}
     for node, value in values.items():
         groups.setdefault(value, []).append(node)
