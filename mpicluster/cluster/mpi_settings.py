@@ -30,10 +30,22 @@ def mpi_environment(network: Network, mca: Mapping[str, str] | None = None) -> d
     return variables
 
 
+#: Open MPI 5's runtime (PRRTE 3.0.x, 5.0.7's included) without the launch threads of
+#: the remote daemons (prted): every prted starts 16 (it counts itself a persistent
+#: DVM) and a rank that exits at once can be reaped before its thread has recorded it
+#: running, so the job never completes and mpirun waits for ever (PRRTE master's
+#: 78df6ec2 and openpmix/prrte#2713, in no 3.0.x release). Measured on the local
+#: cluster (benchmarks/launch_exits.py): `mpicluster run ... -- true` hung 4 times in 300
+#: runs with the threads, never in 500 without. The daemons fork on their own event
+#: loop instead, as mpirun's own node always does. Open MPI 4.x ignores it.
+RUNTIME = {"PRTE_MCA_odls_base_max_threads": "0"}
+
+
 def environment_of(inventory: Inventory) -> dict[str, str]:
     """Every variable of the /etc/environment block besides PATH and LD_LIBRARY_PATH:
-    the network's, the inventory's `mpi.mca`, and the cycle time of a Horovod it builds."""
-    variables = mpi_environment(inventory.network, inventory.mpi.mca)
+    the network's, the inventory's `mpi.mca`, the runtime's, and the cycle time of a
+    Horovod it builds."""
+    variables = {**mpi_environment(inventory.network, inventory.mpi.mca), **RUNTIME}
     horovod = inventory.stack.horovod
     if inventory.stack.install == "source" and horovod.enabled and horovod.cycle_time_ms:
         variables["HOROVOD_CYCLE_TIME"] = f"{horovod.cycle_time_ms:g}"

@@ -36,6 +36,7 @@ def test_the_inventorys_mca_parameters_join_the_block_after_the_network():
         "PRTE_MCA_oob_tcp_if_include": "10.0.0.0/24",
         "OMPI_MCA_mpi_yield_when_idle": "1",
         "OMPI_MCA_btl": "^openib",
+        "PRTE_MCA_odls_base_max_threads": "0",
     }
 
 

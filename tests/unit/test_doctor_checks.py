@@ -36,6 +36,7 @@ BLOCK = (
     'OMPI_MCA_btl_tcp_if_include="10.9.0.0/24"\n'
     'OMPI_MCA_oob_tcp_if_include="10.9.0.0/24"\n'
     'PRTE_MCA_oob_tcp_if_include="10.9.0.0/24"\n'
+    'PRTE_MCA_odls_base_max_threads="0"\n'
     f"{BLOCK_END}\n"
 )
 OPENMPI = "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/"
@@ -66,6 +67,7 @@ def node_facts(name: str, index: int) -> dict:
             "OMPI_MCA_btl_tcp_if_include": "10.9.0.0/24",
             "OMPI_MCA_oob_tcp_if_include": "10.9.0.0/24",
             "PRTE_MCA_oob_tcp_if_include": "10.9.0.0/24",
+            "PRTE_MCA_odls_base_max_threads": "0",
         },
         "which": {
             "mpirun": {"path": "/usr/bin/mpirun", "real": "/usr/bin/orterun"},
