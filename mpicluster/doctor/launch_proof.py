@@ -13,6 +13,11 @@ the `mpirun` that environment resolves. In up to four rounds:
 4. only when every pair from the head failed: the same from a second head, which
    tells a broken head from a fault of every node.
 
+The inventory's users (doctor's users check) each get one launch of their own: from the
+head, one rank on every node that launched alone, started as she starts it (her login
+into the head with her node key, through `sudo -n -u USER ssh`, then her mpirun), so her
+key pair, ssh config and known hosts on every node are proven by use.
+
 A launch has a short timeout (a hang is a finding, not a wait); a round is at most
 one launch per node, never N*N. The ranks run PROGRAM with the stack's Python: an
 mpi4py allreduce that also gathers where each rank ran; where mpi4py is missing the
@@ -78,12 +83,19 @@ class Launch:
     error: str = ""  # the probe could not run it (its session was lost)
     first: Launch | None = None  # the failed first try this launch repeated
     hostnames: dict[str, str] = field(default_factory=dict)  # hostname -> node name
+    user: str = ""  # a user's own launch (as_user): her login into the head runs argv
 
     @property
     def command(self) -> str:
         """The launch as a shell line, with the ranks' program as its file in mpicluster's
         source (mpicluster/remote/launch_proof_rank.py) instead of its text."""
-        return shlex.join([*self.argv[:-4], PROGRAM_FILE, *self.argv[-2:]])
+        line = shlex.join([*self.argv[:-4], PROGRAM_FILE, *self.argv[-2:]])
+        return f"{shlex.join(as_user(self.user, self.head, []))} {line}" if self.user else line
+
+    @property
+    def started(self) -> list[str]:
+        """What the probe runs: argv, or for a user's launch her login running it."""
+        return as_user(self.user, self.head, self.argv) if self.user else self.argv
 
     @property
     def reports(self) -> list[dict]:
@@ -165,6 +177,7 @@ class Launch:
             "ran_on": self.ran_on,
             "output_tail": "\n".join(self.output.strip().splitlines()[-12:]),
             "first_try": self.first.to_dict() if self.first else None,
+            **({"user": self.user} if self.user else {}),
         }
 
 
@@ -212,6 +225,14 @@ def major_version(facts: dict) -> int:
 #: one through a master connection an earlier launch left open (the managed ssh
 #: config's ControlPersist): a refused key must show now, not when the master expires.
 FRESH_SSH = "-o ControlMaster=no -o ControlPath=none"
+
+
+def as_user(user: str, head: str, argv: list[str]) -> list[str]:
+    """`argv` run as `user` runs it: her own non-interactive login into `head` (the
+    MPI user's sudo becomes her; her ssh then uses her node key, ssh config and known
+    hosts, a fresh connection), so the login environment is hers, as on the other nodes."""
+    ssh = ["ssh", "-o", "BatchMode=yes", *FRESH_SSH.split(), head]
+    return ["sudo", "-n", "-u", user, *ssh, *([shlex.join(argv)] if argv else [])]
 
 
 def build_argv(
@@ -270,6 +291,7 @@ class Prover:
         timeout: float,
         kind: str,
         per_node: int = 1,
+        user: str = "",
     ):
         # Across nodes, mpi4py is required where some node's ranks had it: a rank
         # without it then fails at once (named), instead of the others waiting for it.
@@ -282,14 +304,16 @@ class Prover:
             ranks=ranks,
             timeout=timeout,
             python=self.found.layout.python,
-            root=self.found.sessions[head].ssh.user == "root",
+            root=not user and self.found.sessions[head].ssh.user == "root",
             network_args=mpirun_network_args(self.found.plan.network, major),
             major=major,
             require_mpi=hosts is not None and self.mpi_somewhere,
             per_node=per_node,
             prefix=self.found.layout.mpi_prefix,
         )
-        return Launch(kind, head, hosts or [head], ranks, argv, timeout, hostnames=self.hostnames)
+        return Launch(
+            kind, head, hosts or [head], ranks, argv, timeout, hostnames=self.hostnames, user=user
+        )
 
     def run(self) -> LaunchProof:
         found, proof = self.found, self.proof
@@ -328,6 +352,30 @@ class Prover:
                     self._pairs(second, others[1:])
         return proof
 
+    def users(self, names: list[str], proof: LaunchProof | None) -> dict[str, Launch]:
+        """One launch per user from the head, one rank on every node that can launch
+        (that launched alone, where the proof by launch ran); none below two nodes."""
+        found = self.found
+        ready = [
+            name
+            for name in found.probed
+            if name not in found.exchange_errors and mpirun_of(found.facts(name) or {})[0]
+        ]
+        if proof is not None:
+            self.proof = proof
+            ready = [name for name in ready if proof.alone_ok(name)]
+        if len(ready) < 2 or not names:
+            return {}
+        head = proof.all.head if proof is not None and proof.all is not None else ready[0]
+        hosts = [head, *(name for name in ready if name != head)]
+        self.progress(f"Launching MPI as each of {len(names)} user(s) across {len(hosts)} nodes")
+        timeout = user_timeout(len(hosts))
+        launches = {
+            user: self.launch(head, hosts, len(hosts), timeout, "user", user=user) for user in names
+        }
+        self._round({head: list(launches.values())}, workers=PAIR_WORKERS)
+        return launches
+
     @property
     def mpi_somewhere(self) -> bool:
         return any(x.mpi for launches in self.proof.alone.values() for x in launches)
@@ -354,7 +402,7 @@ class Prover:
         def one(name: str) -> None:
             launches = orders[name]
             items = [
-                {"id": i, "argv": launch.argv, "timeout": launch.timeout}
+                {"id": i, "argv": launch.started, "timeout": launch.timeout}
                 for i, launch in enumerate(launches)
             ]
             rounds = math.ceil(len(items) / workers)
@@ -384,3 +432,20 @@ class Prover:
 
 def prove(found: Any, pool: ThreadPoolExecutor, progress: Progress) -> LaunchProof:
     return Prover(found, pool, progress).run()
+
+
+def user_timeout(nodes: int) -> float:
+    """A user's launch: one across the nodes, and her login into the head first."""
+    return all_timeout(nodes) + 10
+
+
+def users_budget(users: int, nodes: int) -> float:
+    """Seconds the users' launches may take: up to PAIR_WORKERS of them at once."""
+    return math.ceil(users / PAIR_WORKERS) * (user_timeout(nodes) + 10) + 15
+
+
+def prove_users(
+    found: Any, names: list[str], pool: ThreadPoolExecutor, progress: Progress
+) -> dict[str, Launch]:
+    """Each user's own launch (Prover.users), after the proof by launch if it ran."""
+    return Prover(found, pool, progress).users(names, found.launch)

@@ -24,7 +24,7 @@ from mpicluster.cluster.layout import Layout
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.validators import is_ip
 from mpicluster.doctor import launch_proof
-from mpicluster.doctor.launch_proof import LaunchProof
+from mpicluster.doctor.launch_proof import Launch, LaunchProof
 from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
 from mpicluster.nodes import pairs as pair_plan
 from mpicluster.slurm import SlurmFacts, gather_facts
@@ -122,6 +122,8 @@ class Gathered:
     clocks: dict[str, Clock] = field(default_factory=dict)
     exchange_errors: dict[str, str] = field(default_factory=dict)
     launch: LaunchProof | None = None
+    #: Each of the inventory's users' own launch (the users check); empty: none ran.
+    users_launched: dict[str, Launch] = field(default_factory=dict)
     slurm: SlurmFacts | None = None
 
     @property
@@ -181,6 +183,9 @@ def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
     deadline = options.timeout + options.gather_seconds + pairs_budget + 30
     if options.needs_launch:
         deadline += launch_proof.budget(len(names))
+    users = [user.name for user in plan.users] if options.needs_users else []
+    if users:
+        deadline += launch_proof.users_budget(len(users), len(names))
     workers = max(1, min(options.workers, len(names)))
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -192,6 +197,8 @@ def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
                 _exchange(found, pool, pairs_budget)
             if options.needs_probe and options.needs_launch:
                 found.launch = launch_proof.prove(found, pool, progress)
+            if options.needs_probe and users:
+                found.users_launched = launch_proof.prove_users(found, users, pool, progress)
             if options.needs_slurm and plan.scheduler is not None:
                 progress("Checking Slurm: daemons, munge, slurm.conf, node states, a PMIx launch")
                 found.slurm = gather_facts(plan)

@@ -44,6 +44,7 @@ def people(cluster, tmp_path_factory) -> dict:
             "uid": BOB_UID,
             "keys": [(folder / "bob.pub").read_text().strip()],
             "groups": ["video"],
+            "sudo": True,
         },
     ]
     inventory = inventory_with(
@@ -124,6 +125,22 @@ def test_a_user_cannot_read_another_home_nor_the_mpi_users_keys(people, cluster)
     assert cluster.ssh("node2", f"cat {mpi_home}/.ssh/mpicluster_pytest >/dev/null").returncode == 0
 
 
+def test_a_user_cannot_signal_anothers_processes_and_sudo_is_only_where_given(people):
+    started = login(people, "node2", "alice", "sleep 300 >/dev/null 2>&1 </dev/null & echo $!")
+    pid = started.stdout.strip()
+    assert started.returncode == 0 and pid.isdigit(), started
+    try:
+        refused = login(people, "node2", "bob", f"kill {pid}")
+        assert refused.returncode != 0 and "Operation not permitted" in refused.stderr, refused
+        assert login(people, "node2", "alice", f"kill -0 {pid}").returncode == 0  # still running
+    finally:
+        assert login(people, "node2", "alice", f"kill {pid}").returncode == 0
+    for node in NODES:  # bob has `sudo: true`, alice not
+        assert login(people, node, "bob", "sudo -n true").returncode == 0, node
+        denied = login(people, node, "alice", "sudo -n true")
+        assert denied.returncode == 1 and "password is required" in denied.stderr, denied
+
+
 def test_her_node_keys_stay_on_the_nodes_theirs_alone_and_unlogged(people, cluster):
     publics, secrets = {}, {}
     key = "/home/alice/.ssh/mpicluster_pytest"
@@ -163,8 +180,12 @@ def doctor_users(people) -> dict:
 def test_doctor_finds_the_users_alike_and_names_a_home_opened_to_others(people, cluster):
     found = doctor_users(people)
     assert found["status"] == "pass", found
-    assert [r["node"] for r in found["results"]] == NODES
+    assert [r["node"] for r in found["results"]] == [*NODES, None, None]
     assert f"bob (uid {BOB_UID}, gid {BOB_UID}, home 0700)" in found["results"][0]["evidence"]
+    for user, result in zip(("alice", "bob"), found["results"][3:], strict=True):
+        assert result["evidence"].startswith(
+            f"{user}'s own mpirun from node1: a rank on each of node1, node2, node3 ("
+        ), result
     cluster.ssh("node2", "sudo chmod 0755 /home/alice")
     try:
         found = doctor_users(people)
@@ -181,6 +202,23 @@ def test_doctor_finds_the_users_alike_and_names_a_home_opened_to_others(people, 
             "(mpicluster keeps homes 0700, at most 0750 with the user's own group)",
         )
     ]
+
+
+def test_doctor_proves_her_mesh_by_a_launch_as_her_and_names_the_node_refusing_her(people, cluster):
+    keys = "/home/alice/.ssh/authorized_keys"
+    cluster.ssh("node3", f"sudo sed -i '/ alice@node1 /d' {keys}")
+    try:
+        found = doctor_users(people)
+    finally:
+        mended = mpicluster("up", str(people["inventory"]), "--full", "--no-smoke", check=False)
+    failing = [r for r in found["results"] if r["status"] != "pass"]
+    assert [(r["node"], r["status"]) for r in failing] == [("node3", "fail")], failing
+    evidence = failing[0]["evidence"]
+    assert evidence.startswith("alice's own mpirun from node1 across node1, node2, node3: ")
+    assert "ssh to node3 failed: alice@" in evidence and "Permission denied" in evidence
+    assert "`mpicluster up --full`" in failing[0]["fix"]
+    assert mended.returncode == 0, mended.stderr[-3000:]
+    assert doctor_users(people)["status"] == "pass"
 
 
 def test_a_clash_is_refused_before_any_change(people, cluster, tmp_path: Path):
@@ -218,6 +256,8 @@ def test_a_user_taken_out_of_the_inventory_can_no_longer_log_in_and_keeps_his_fi
         assert login(people, node, "alice", "true").returncode == 0
         shell = cluster.ssh(node, "getent passwd bob | cut -d: -f7").stdout.strip()
         assert shell == "/usr/sbin/nologin", (node, shell)
+        # bob was the one with sudo: nobody is given it now
+        assert cluster.ssh(node, "test -e /etc/sudoers.d/mpicluster-users", check=False).returncode
     assert cluster.ssh("node1", "sudo cat /home/bob/results.txt").stdout == "42\n"
     again = json.loads(mpicluster("up", str(without_bob), "--json", "--full", "--no-smoke").stdout)
     assert {n: h["changed"] for n, h in again["hosts"].items()} == dict.fromkeys(NODES, 0)

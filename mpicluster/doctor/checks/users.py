@@ -5,7 +5,9 @@ group) and her shell runs commands.
 
 The probe reads them as the MPI user: her passwd entry (`getpwnam`) and a stat of her
 home folder itself, which anyone may make. What is inside a 0700 home (her ~/.ssh, her
-keys) is hers alone: doctor does not read it, and uses no sudo to.
+keys) is hers alone: doctor does not read it. Her mesh is proven by use instead: one
+launch as her (the MPI user's `sudo -n -u USER ssh HEAD mpirun ...`, judged in
+user_mesh.py), one rank on every node.
 
 Where the ids differ, the reference is the inventory's uid, else what most nodes have;
 with no such majority every value is listed. `up` makes a missing account; it refuses
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from mpicluster.doctor.checks import user_mesh
 from mpicluster.doctor.checks.common import UP
 from mpicluster.doctor.model import CheckReport, Result, failed, passed, warned
 from mpicluster.doctor.runner import Gathered
@@ -41,7 +44,19 @@ def check(g: Gathered) -> CheckReport:
     report.not_checked = [node for node in g.names if node not in read]
     wanted = {user.name: user.uid for user in g.plan.users}
     report.results += judge(wanted, read)
+    report.results += user_mesh.judge(g.users_launched, _addresses(g))
+    report.details = [launch.to_dict() for launch in g.users_launched.values()] or None
     return report
+
+
+def _addresses(g: Gathered) -> dict[str, str]:
+    """Each node's addresses (the inventory's, the one MPI traffic goes to) -> its name."""
+    found = {}
+    for node in g.plan.nodes:
+        for address in (node.address, g.mpi_address(node.name)):
+            if address:
+                found[address] = node.name
+    return found
 
 
 def judge(wanted: Mapping[str, int | None], facts: Mapping[str, dict]) -> list[Result]:
