@@ -289,11 +289,16 @@ def cluster_packages(prefix):
         return None
 
 
+#: The comment of an account mpicluster locked (the accounts module's LOCKED).
+LOCKED = "mpicluster locked"
+
+
 def accounts(passwd="/etc/passwd", group="/etc/group"):  # noqa: S107 (paths, not secrets)
-    """The node's local accounts and groups ({name: [uid, gid]}, {name: gid}), read from
-    the files themselves: what `up` plans the cluster's users against (a name or id held
-    here, or only in a directory, is told apart by the files)."""
-    users, groups = {}, {}
+    """The node's local accounts and groups ({name: [uid, gid]}, {name: gid}), and the
+    accounts mpicluster locked ([name]), read from the files themselves: what `up` plans
+    the cluster's users against (a name or id held here, or only in a directory, is told
+    apart by the files)."""
+    users, groups, locked = {}, {}, []
     for text, into, width in ((read_text(passwd), users, 2), (read_text(group), groups, 1)):
         for line in (text or "").splitlines():
             fields = line.split(":")
@@ -304,7 +309,9 @@ def accounts(passwd="/etc/passwd", group="/etc/group"):  # noqa: S107 (paths, no
             except ValueError:
                 continue
             into[fields[0]] = ids
-    return {"users": users, "groups": groups}
+            if width == 2 and len(fields) > 4 and fields[4] == LOCKED:
+                locked.append(fields[0])
+    return {"users": users, "groups": groups, "locked": locked}
 
 
 def directory_accounts(names):

@@ -219,7 +219,16 @@ def _account(
     if clash:
         problems.append(clash)
         return None
-    made = [n for n in facts if n in missing or n in (kept.get(name) or {}).get("made_on", [])]
+    # made here: now, by an earlier run (the record), or locked by mpicluster (an account
+    # `down` kept, whose record went with it)
+    earlier_made = (kept.get(name) or {}).get("made_on", [])
+    made = [
+        n
+        for n in facts
+        if n in missing
+        or n in earlier_made
+        or name in ((facts[n].get("accounts") or {}).get("locked") or [])
+    ]
     return Account(name, uid, gid, missing, tuple(made))
 
 

@@ -53,7 +53,7 @@ def people(cluster, tmp_path_factory) -> dict:
     done = mpicluster("up", str(inventory), "--json", check=False)
     result = json.loads(done.stdout)
     assert done.returncode == 0, (done.stderr[-4000:], result.get("hosts"))
-    return {"inventory": inventory, "keys": keys, "result": result}
+    return {"inventory": inventory, "first": inventory, "keys": keys, "result": result}
 
 
 def login(people, node: str, user: str, command: str, *, key: str | None = None):
@@ -277,4 +277,22 @@ def test_down_removes_the_accounts_it_made_and_keeps_a_home_with_files(people, c
     assert "bob: account locked, home kept" in result["hosts"]["node1"]["actions"]["/home/bob"]
     for node in ("node2", "node3"):  # nothing of his there: removed
         assert cluster.ssh(node, "getent passwd bob", check=False).returncode == 2
-    cluster.ssh("node1", "sudo userdel --remove bob")
+
+
+def test_a_user_listed_again_after_down_logs_in_to_his_kept_home(people, cluster):
+    try:
+        done = mpicluster("up", str(people["first"]), "--no-smoke", check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert login(people, "node1", "bob", "cat ~/results.txt").stdout == "42\n"
+        for node in NODES:
+            assert login(people, node, "bob", "true").returncode == 0, node
+        entry = cluster.ssh("node1", "getent passwd bob | cut -d: -f3,5,7").stdout.strip()
+        assert entry == f"{BOB_UID}::/bin/bash"
+        # his kept account is mpicluster's again: down with --purge-homes takes it too
+        gone = mpicluster("down", str(people["first"]), "--purge-homes", check=False)
+        assert gone.returncode == 0, gone.stderr[-3000:]
+        for node in NODES:
+            assert cluster.ssh(node, "getent passwd bob", check=False).returncode == 2, node
+            assert cluster.ssh(node, "test -e /home/bob", check=False).returncode == 1, node
+    finally:
+        cluster.ssh("node1", "sudo userdel --remove bob 2>/dev/null; true")

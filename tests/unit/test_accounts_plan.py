@@ -148,6 +148,19 @@ def test_the_nodes_it_made_an_account_on_are_kept_run_after_run():
     assert record([again]) == text
 
 
+def test_an_account_mpicluster_locked_is_its_own_again_without_the_record():
+    # down kept bob's home on node1 (his account locked, its comment mpicluster's) and
+    # took the record away; listed again, node1's account is one mpicluster made
+    kept = node(users={"bob": [2345, 2345]}, groups={"bob": 2345})
+    kept["accounts"]["locked"] = ["bob"]
+    (bob,) = plan_accounts([Want("bob")], three(node1=kept))
+    assert bob == Account("bob", 2345, 2345, ("node2", "node3"), ("node1", "node2", "node3"))
+    # an account locked by someone else (no such comment) stays adopted
+    other = node(users={"bob": [2345, 2345]}, groups={"bob": 2345})
+    (bob,) = plan_accounts([Want("bob")], three(node1=other))
+    assert bob.made_on == ("node2", "node3")
+
+
 def test_a_user_taken_out_of_the_inventory_leaves_and_stays_in_the_record():
     """bob left: `up` retires him (his ids kept in the record: never someone else's)."""
     import json

@@ -56,6 +56,7 @@ REGISTRY = {
     "mpicluster.nodes.ansible_run:ssh_args": "test_ansible_ssh_args_keep_the_known_hosts_path",
     "mpicluster.doctor.session:NodeSession.start_probe": "test_doctor_probe_command",
     "mpicluster.doctor.launch_proof:Launch.command": "test_doctor_launch_command_splits_back",
+    "mpicluster.doctor.launch_proof:as_user": "test_a_users_launch_reaches_her_shell_whole",
     "mpicluster.run.hang_report:collect": "test_hang_collect_command",
     "mpicluster.run.job:<module>": "test_head_facts_command_runs_under_sh",
     "mpicluster.nodes.head_mpi:command": "test_head_facts_command_runs_under_sh",
@@ -990,6 +991,21 @@ def test_doctor_launch_command_splits_back():
         launch = Launch("pair", "n1", [word, "n2"], 2, argv, 20)
         assert shlex.split(launch.command) == [*argv[:-4], "launch_rank.py", *argv[-2:]]
         assert f"{word}:1,n2:1" in argv
+
+
+def test_a_users_launch_reaches_her_shell_whole(marker):
+    """doctor's launch as a user: sudo and ssh take argv words (no shell); the command her
+    login's shell runs on the head is one word, which a real /bin/sh splits back into
+    the launch's argv, hostile values intact and nothing run besides."""
+    from mpicluster.doctor.launch_proof import as_user
+
+    values = hostile(marker)
+    echo = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
+    started = as_user("alice", "node1", [*echo, *values])
+    assert started[:4] == ["sudo", "-n", "-u", "alice"] and started[-2] == "node1"
+    done = subprocess.run(["/bin/sh", "-c", started[-1]], capture_output=True, text=True)
+    assert json.loads(done.stdout) == values, done.stderr
+    assert not marker.exists()
 
 
 def test_the_node_checks_login_keeps_hostile_values_whole(tmp_path, marker):

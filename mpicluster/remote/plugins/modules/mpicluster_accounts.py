@@ -1,7 +1,8 @@
 #!/usr/bin/python
 """The cluster's users who leave: a user taken out of the inventory (`action: retire`, at
 `up`) or every user at `down` (`action: remove`), from the record every node keeps of
-the users `up` made (/etc/mpicluster/users.json: name -> uid, gid, made_on).
+the users `up` made (/etc/mpicluster/users.json: name -> uid, gid, made_on); and those
+who come back (`action: return`, at `up`: the inventory lists her again).
 
 On each node, for each such user:
 - mpicluster's own part goes: its managed block in her ~/.ssh/authorized_keys and
@@ -14,7 +15,10 @@ On each node, for each such user:
   holds nothing but what the account started with (/etc/skel's files, mpicluster's ssh
   files), or always with `purge_homes`; otherwise it stays, locked, with its home (and
   its uid is never handed to someone else), and is named in `kept`.
-Returns the users retired, removed and kept.
+- `return`: an account mpicluster locked on this node (its comment says so: LOCKED)
+  is unlocked, unexpired and given its shell again; her home is as she left it. An
+  account locked by anyone else stays locked.
+Returns the users retired, removed, kept and returned.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ DOCUMENTATION = r"""
 module: mpicluster_accounts
 short_description: Retire or remove the cluster's users mpicluster made, keeping their homes
 options:
-  action: {type: str, required: true, choices: [retire, remove]}
+  action: {type: str, required: true, choices: [retire, remove, return]}
   names: {type: list, elements: str, default: [], description: "the users (default: the record's)"}
   node: {type: str, required: true, description: this node's name in the inventory}
   record: {type: path, required: true, description: the record of the users up made}
@@ -38,6 +42,11 @@ import pwd
 import subprocess
 
 SKELETON = "/etc/skel"
+#: The comment (GECOS) of an account mpicluster locked: how a later `up` that lists her
+#: again knows the lock is its own to lift, even after `down` took the record away.
+LOCKED = "mpicluster locked"
+#: The shell mpicluster gives its users.
+SHELL = "/bin/bash"
 
 
 def recorded(record_path):
@@ -136,7 +145,20 @@ def only_skeleton(home):
 
 def lock(name):
     subprocess.run(["usermod", "--lock", "--expiredate", "1", "--shell", "/usr/sbin/nologin",
-                    name], check=True, capture_output=True)  # fmt: skip
+                    "--comment", LOCKED, name], check=True, capture_output=True)  # fmt: skip
+
+
+def come_back(name):
+    """`name` again as `up` made her, where mpicluster locked her: "returned", else None."""
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    if account.pw_gecos != LOCKED or not locked(name):
+        return None
+    subprocess.run(["usermod", "--unlock", "--expiredate", "", "--shell", SHELL,
+                    "--comment", "", name], check=True, capture_output=True)  # fmt: skip
+    return "returned"
 
 
 def leave(module, name):
@@ -167,7 +189,7 @@ def main():
 
     module = AnsibleModule(
         argument_spec={
-            "action": {"type": "str", "required": True, "choices": ["retire", "remove"]},
+            "action": {"type": "str", "required": True, "choices": ["retire", "remove", "return"]},
             "names": {"type": "list", "elements": "str", "default": []},
             "node": {"type": "str", "required": True},
             "record": {"type": "path", "required": True},
@@ -176,7 +198,7 @@ def main():
             "purge_homes": {"type": "bool", "default": False},
         },
     )
-    done = {"retired": [], "removed": [], "kept": [], "left": []}
+    done = {"retired": [], "removed": [], "kept": [], "left": [], "returned": []}
     names = module.params["names"] or sorted(recorded(module.params["record"]))
     homes = {}
     for name in names:
@@ -185,18 +207,20 @@ def main():
         except KeyError:
             homes[name] = "/home/" + name
         try:
-            what = leave(module, name)
+            returning = module.params["action"] == "return"
+            what = come_back(name) if returning else leave(module, name)
         except subprocess.CalledProcessError as exc:
             said = exc.stderr.decode("utf-8", "replace").strip()
             module.fail_json(msg="%s: %s" % (name, said or exc), **done)
         if what:
             done[what].append(name)
-    changed = bool(done["retired"] or done["removed"] or done["kept"])
+    changed = bool(done["retired"] or done["removed"] or done["kept"] or done["returned"])
     said = {
         "retired": "%s left the inventory: account locked, home kept:",
         "removed": "%s: account and home removed:",
         "kept": "%s: account locked, home kept (more than the skeleton in it; "
         "--purge-homes removes it):",
+        "returned": "%s is in the inventory again: account unlocked, home as it was:",
     }
     actions = {homes[n]: said[k] % n for k in said for n in done[k]}
     module.exit_json(changed=changed, actions=actions, **done)
