@@ -85,6 +85,16 @@ def test_her_batch_output_lands_in_her_home_hers_alone(people):
     assert theirs.returncode != 0 and "Permission denied" in theirs.stderr
 
 
+def test_no_user_reads_the_munge_key(people):
+    key = "/etc/munge/munge.key"
+    for user in ("alice", "bob"):
+        for node in NODES:
+            refused = login(people, user, f"cat {key}", node=node)
+            assert refused.returncode != 0 and "Permission denied" in refused.stderr, refused
+    # its owner does: the refusal is not a missing file
+    assert people["cluster"].ssh("node1", f"sudo -u munge test -r {key}").returncode == 0
+
+
 def test_nobody_cancels_or_signals_anothers_job(people):
     job = login(people, "alice", "cd ~ && sbatch --parsable -N1 -w node2 --wrap 'sleep 300'")
     number = job.stdout.strip()
