@@ -12,14 +12,21 @@ import typer
 
 from mpicluster import __version__
 from mpicluster.cli import bench, cluster, doctor, jobs, local, nodes, run
+from mpicluster.cli.help import HELP_OPTIONS, Command, examples
 from mpicluster.util import exitcodes
 
 app = typer.Typer(
     name="mpicluster",
     help="Turn SSH-reachable Linux machines into a verified MPI/GPU cluster.\n\n"
     "Start with `mpicluster local up` for a cluster on this machine, then "
-    "`mpicluster up inventories/local.yaml`.",
+    "`mpicluster up inventories/local.yaml`. Every command has -h/--help.",
+    epilog=examples(
+        "mpicluster validate inventories/gpu.yaml",
+        "mpicluster up inventories/gpu.yaml",
+        "mpicluster run inventories/gpu.yaml -- hostname",
+    ),
     no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     add_completion=False,
@@ -43,16 +50,14 @@ def root(
     """Turn SSH-reachable Linux machines into a verified MPI/GPU cluster."""
 
 
-for command in cluster.COMMANDS:
-    app.command()(command)
-app.command("doctor")(doctor.doctor)
-app.command("bench")(bench.bench)
-for command in nodes.COMMANDS:
-    app.command()(command)
-app.command("run", context_settings=run.CONTEXT)(run.run)
-for command in jobs.COMMANDS:
-    app.command()(command)
-app.add_typer(local.app, name="local")
+for module in (cluster, doctor, bench, nodes, run, jobs):
+    for command in module.COMMANDS:
+        app.command(
+            cls=Command,
+            epilog=module.EXAMPLES[command.__name__],
+            context_settings=run.CONTEXT if command is run.run else None,
+        )(command)
+app.add_typer(local.app, name="local", short_help=local.SUMMARY)
 
 
 def main() -> None:

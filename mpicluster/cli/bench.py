@@ -9,10 +9,30 @@ import typer
 
 from mpicluster import render
 from mpicluster.cli.common import InventoryArg, guarded
+from mpicluster.cli.help import examples
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 from mpicluster.util import exitcodes
 
+NodesOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--nodes", metavar="NODE", help="Measure only these nodes (repeatable).", show_default=False
+    ),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(metavar="N", help="Seed of the pair sample [default: from the name]."),
+]
+ExpectOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--expect",
+        metavar="GBPS",
+        help="What a pair should carry, GB/s each way [default: the median pair].",
+        show_default=False,
+    ),
+]
 CompareOpt = Annotated[
     bool, typer.Option("--compare", help="Show what changed since the last run of this cluster.")
 ]
@@ -41,10 +61,7 @@ def bench(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON (schema 1) on stdout.")
     ] = False,
-    nodes: Annotated[
-        list[str] | None,
-        typer.Option("--nodes", help="Measure only these nodes (repeatable).", show_default=False),
-    ] = None,
+    nodes: NodesOpt = None,
     all_pairs: Annotated[
         bool,
         typer.Option(
@@ -52,18 +69,8 @@ def bench(
             help="Measure every node pair above 8 nodes too (default: a ring and a seeded sample).",
         ),
     ] = False,
-    seed: Annotated[
-        int | None, typer.Option(help="Seed of the pair sample [default: from the name].")
-    ] = None,
-    expect: Annotated[
-        float | None,
-        typer.Option(
-            "--expect",
-            metavar="GBPS",
-            help="What a pair should carry, GB/s each way [default: the median pair].",
-            show_default=False,
-        ),
-    ] = None,
+    seed: SeedOpt = None,
+    expect: ExpectOpt = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Ring pairs, no baseline, one allreduce size.")
     ] = False,
@@ -71,12 +78,13 @@ def bench(
     report_dir: ReportOpt = None,
     cordon: CordonOpt = False,
 ) -> None:
-    """Measure the cluster (installs nothing): node pairs in rounds of disjoint pairs,
-    each through the network alone (iperf3, both ways at once: the baseline) and with the
-    cluster's own MPI (bandwidth and latency), then an allreduce over all nodes from 8 B
-    to 256 MiB; a pair well below the others, or using less of its network than they
-    do, is measured again with healthy nodes, so that a slow node is told from a slow
-    link.
+    """Measure the cluster's network and MPI, and find a slow node or link.
+
+    Installs nothing. Node pairs, in rounds of disjoint pairs, through the network alone
+    (iperf3, both ways at once: the baseline) and with the cluster's MPI (bandwidth,
+    latency), then an allreduce over all nodes from 8 B to 256 MiB; a pair well below
+    the others, or using less of its network than they do, is measured again with
+    healthy nodes, so that a slow node is told from a slow link.
 
     Every run is kept in the cluster's state folder (`--compare` reads the last one).
     With --cordon, each slow node is cordoned (`mpicluster cordon`) and the ones bench
@@ -115,3 +123,13 @@ def bench(
             show_applied(display, applied)
         if report.exit_code != exitcodes.DOCTOR_PASS:
             raise typer.Exit(report.exit_code)
+
+
+COMMANDS = [bench]
+
+EXAMPLES = {
+    "bench": examples(
+        "mpicluster bench inventories/gpu.yaml",
+        "mpicluster bench inventories/gpu.yaml --quick --compare --report bench-report",
+    ),
+}

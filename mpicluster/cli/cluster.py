@@ -9,6 +9,8 @@ import typer
 
 from mpicluster import render
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
+from mpicluster.cli.help import choices, examples
+from mpicluster.cluster import hostfiles
 from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display, PlaybookView
@@ -16,7 +18,10 @@ from mpicluster.util import exitcodes
 
 
 def validate(inventory: InventoryArg) -> None:
-    """Check an inventory file and list every problem in it (exit 2 if any)."""
+    """Check an inventory file and list every problem in it.
+
+    Exit codes: 0 valid, 2 any problem (each listed with its line).
+    """
     display = Display()
     with guarded(display):
         inv = load_inventory(inventory)
@@ -38,7 +43,10 @@ def up(
         ),
     ] = False,
 ) -> None:
-    """Provision the cluster: MPI stack, SSH trust, environment, hostfiles, then the smoke test.
+    """Provision the cluster, then run its smoke test.
+
+    Installs the MPI stack, SSH trust between the nodes, the environment and the
+    hostfiles on every node.
 
     When every node still matches the record the last `up` left (same inventory and
     mpicluster, nothing changed on the node since), the playbooks are skipped and only
@@ -70,6 +78,7 @@ def down(
         str | None,
         typer.Option(
             "--node",
+            metavar="NODE",
             help="Take only this node out; the others are provisioned again without it.",
         ),
     ] = None,
@@ -90,7 +99,9 @@ def down(
     ] = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Take back what `up` added on every node; edited files come back as they were.
+    """Take back what `up` added on every node.
+
+    Files `up` edited come back as they were.
 
     Exit codes as `up`: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable
     (run `down` again when it is back).
@@ -129,7 +140,13 @@ def smoke(
     ] = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Run the smoke test: node-to-node ssh env matrix and an MPI allreduce across all nodes."""
+    """Run the smoke test: ssh between the nodes, then an MPI allreduce.
+
+    Every node logs in to every other (above 8 nodes: a ring and a sample) and reads
+    its environment; then one allreduce runs across all nodes.
+
+    Exit codes: 0 passed, 2 bad input, 5 the smoke test failed.
+    """
     from mpicluster.smoke.steps import run_smoke
 
     display = Display()
@@ -144,16 +161,23 @@ def smoke(
 def fetch(
     inventory: InventoryArg,
     python: Annotated[
-        str | None, typer.Option(help="Nodes' Python (e.g. 3.11) if they cannot be reached.")
+        str | None,
+        typer.Option(
+            metavar="VERSION", help="Nodes' Python (e.g. 3.11) if they cannot be reached."
+        ),
     ] = None,
-    arch: Annotated[str, typer.Option(help="Nodes' architecture, with --python.")] = "x86_64",
+    arch: Annotated[
+        str, typer.Option(metavar="ARCH", help="Nodes' architecture, with --python.")
+    ] = "x86_64",
     cuda: Annotated[
-        str | None, typer.Option(help="GPU nodes' CUDA release (e.g. 13.0), with --python.")
+        str | None,
+        typer.Option(metavar="VERSION", help="GPU nodes' CUDA release (e.g. 13.0), with --python."),
     ] = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Download every source the inventory needs into the cache (sha256 verified).
+    """Download every source the inventory needs into the cache.
 
+    Each download is verified by its sha256.
     Run it where the internet (or sources.mirror) is reachable; `up` then needs no
     download, so nodes and an air-gapped control machine work offline.
     """
@@ -172,11 +196,19 @@ def fetch(
 def hostfile(
     inventory: InventoryArg,
     fmt: Annotated[
-        str, typer.Option("--format", help="openmpi (host slots=N), mpich (host:N) or horovod.")
+        str,
+        typer.Option(
+            "--format",
+            metavar=choices(hostfiles.FORMATS),
+            help="openmpi (host slots=N), mpich (host:N a line), horovod (horovodrun -H's "
+            "host:N,host:N) or deepspeed (host slots=N).",
+        ),
     ] = "openmpi",
 ) -> None:
-    """Print a hostfile. Slots: the inventory's, else GPUs, else cores (asked over SSH)."""
-    from mpicluster.cluster import hostfiles
+    """Print a hostfile for the cluster.
+
+    Slots: the inventory's, else GPUs, else cores (asked over SSH).
+    """
     from mpicluster.nodes import facts as node_facts
     from mpicluster.util.errors import UsageError
 
@@ -191,3 +223,27 @@ def hostfile(
 
 
 COMMANDS = [validate, up, down, smoke, fetch, hostfile]
+
+EXAMPLES = {
+    "validate": examples("mpicluster validate inventories/gpu.yaml"),
+    "up": examples(
+        "mpicluster up inventories/local.yaml",
+        "mpicluster up inventories/gpu.yaml --no-smoke --json",
+    ),
+    "down": examples(
+        "mpicluster down inventories/local.yaml",
+        "mpicluster down inventories/gpu.yaml --node gpu02 --keep-stack",
+    ),
+    "smoke": examples(
+        "mpicluster smoke inventories/local.yaml",
+        "mpicluster smoke inventories/gpu.yaml --all-pairs --json",
+    ),
+    "fetch": examples(
+        "mpicluster fetch inventories/gpu.yaml",
+        "mpicluster fetch inventories/gpu.yaml --python 3.11 --cuda 13.0",
+    ),
+    "hostfile": examples(
+        "mpicluster hostfile inventories/gpu.yaml",
+        "mpicluster hostfile inventories/gpu.yaml --format mpich > hosts",
+    ),
+}

@@ -8,6 +8,7 @@ import typer
 
 from mpicluster import render
 from mpicluster.cli.common import InventoryArg, guarded
+from mpicluster.cli.help import examples
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 from mpicluster.util import exitcodes
@@ -16,6 +17,7 @@ CheckOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--check",
+        metavar="CHECK",
         help="Run only this check (repeatable): ssh, mesh, env, rank, names, ports, interfaces, "
         "fabric, versions, stack, gpus, clock, disk, limits, hostfile, users, launch, slurm.",
         show_default=False,
@@ -38,6 +40,7 @@ AllPairsOpt = Annotated[
 TimeoutOpt = Annotated[
     float | None,
     typer.Option(
+        metavar="SECONDS",
         help="Seconds one probe may wait (connect, ssh between nodes) "
         "[default: the inventory's ssh.connect_timeout].",
         show_default=False,
@@ -45,7 +48,9 @@ TimeoutOpt = Annotated[
 ]
 SeedOpt = Annotated[
     int | None,
-    typer.Option(help="Seed of the pair sample above 8 nodes [default: from the name]."),
+    typer.Option(
+        metavar="N", help="Seed of the pair sample above 8 nodes [default: from the name]."
+    ),
 ]
 LaunchOpt = Annotated[
     bool,
@@ -107,7 +112,9 @@ def doctor(
     perf: PerfOpt = False,
     cordon: CordonOpt = False,
 ) -> None:
-    """Check a cluster for what breaks MPI, node by node, and say how to fix each problem.
+    """Check a cluster for what breaks MPI, node by node.
+
+    Each problem is put on its node and said with how to fix it.
 
     Checks: ssh (control machine to nodes), mesh (node-to-node ssh), env (non-interactive
     PATH, /etc/environment), rank (what a rank's login sets and resolves: python, mpi4py,
@@ -151,3 +158,13 @@ def doctor(
             show_applied(display, applied)
         if report.exit_code != exitcodes.DOCTOR_PASS:
             raise typer.Exit(report.exit_code)
+
+
+COMMANDS = [doctor]
+
+EXAMPLES = {
+    "doctor": examples(
+        "mpicluster doctor inventories/local.yaml",
+        "mpicluster doctor inventories/gpu.yaml --check ssh --check gpus --json",
+    ),
+}

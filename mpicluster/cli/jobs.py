@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
+from mpicluster.cli.help import choices, examples
+from mpicluster.cli.run import COLLECT_FROM
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 from mpicluster.util import exitcodes
@@ -23,13 +25,16 @@ TagOpt = Annotated[bool, typer.Option("--tag", help="Prefix each line with its r
 PathOpt = Annotated[
     str | None,
     typer.Option(
-        "--path", help="What to copy, relative to the job's folder (default: its run --collect)."
+        "--path",
+        metavar="PATH",
+        help="What to copy, relative to the job's folder (default: its run --collect).",
     ),
 ]
 CollectFromOpt = Annotated[
     str | None,
     typer.Option(
         "--collect-from",
+        metavar=choices(COLLECT_FROM),
         help="all: every node of the job; head: rank 0's only (default: its run's).",
         show_default=False,
     ),
@@ -41,8 +46,12 @@ def _plan(inventory) -> ClusterPlan:
 
 
 def jobs(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
-    """List the detached jobs on the cluster's nodes: id, head, state, exit code, start,
-    command. Exit 1 when a node could not be asked."""
+    """List the detached jobs on the cluster's nodes.
+
+    Each with its id, head node, state, exit code, start and command.
+
+    Exit codes: 0 listed, 1 a node could not be asked.
+    """
     from mpicluster.render.jobs import show_jobs
     from mpicluster.run import detached
 
@@ -62,10 +71,13 @@ def logs(
     tag: TagOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Show a detached job's output (with --follow, until it ends; Ctrl-C stops
-    following, not the job), then how it ended, its hang report and, at the end of a job
-    started with --collect, its files brought back. Exit code: the job's once it has
-    ended, 0 while it runs."""
+    """Show a detached job's output, then how it ended.
+
+    With --follow, until it ends (Ctrl-C stops following, not the job); then its hang
+    report and, at the end of a job started with --collect, its files brought back.
+
+    Exit code: the job's once it has ended, 0 while it runs.
+    """
     from mpicluster.render.jobs import show_log_end
     from mpicluster.render.run import LinePrinter
     from mpicluster.run import detached
@@ -92,8 +104,12 @@ def logs(
 
 
 def stop(inventory: InventoryArg, job: JobArg, json_output: JsonOpt = False) -> None:
-    """Stop a detached job: mpirun first, then every process of the job on every node it
-    used. Exit 1 if it had already ended."""
+    """Stop a detached job on every node it used.
+
+    mpirun first, then every process of the job on each of its nodes.
+
+    Exit codes: 0 stopped, 1 it had already ended (or did not stop).
+    """
     from mpicluster.render.jobs import show_stopped
     from mpicluster.run import detached
 
@@ -116,17 +132,21 @@ def collect(
     collect_from: CollectFromOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Copy a detached job's files from its nodes into
-    ~/.local/state/mpicluster/clusters/NAME/jobs/JOB/NODE/ (its run --collect path, or
-    --path). Exit 1 when a node's copy failed."""
+    """Copy a detached job's files from its nodes to this machine.
+
+    Its run --collect path, or --path, into
+    ~/.local/state/mpicluster/clusters/NAME/jobs/JOB/NODE/.
+
+    Exit codes: 0 copied, 1 a node's copy failed.
+    """
     from mpicluster.render.jobs import show_collect
     from mpicluster.run import detached
     from mpicluster.run.collect import checked_path
 
     display = Display(messages_on_stderr=True)
     with guarded(display):
-        if collect_from not in (None, "all", "head"):
-            raise UsageError(f"--collect-from {collect_from!r}: one of all, head")
+        if collect_from is not None and collect_from not in COLLECT_FROM:
+            raise UsageError(f"--collect-from {collect_from!r}: one of {', '.join(COLLECT_FROM)}")
         wanted = checked_path(path) if path is not None else None
         plan = _plan(inventory)
         found = detached.find(plan, job)
@@ -154,3 +174,19 @@ def _collect(display, plan, found, path: str, where: str):
 
 
 COMMANDS = [jobs, logs, stop, collect]
+
+
+EXAMPLES = {
+    "jobs": examples(
+        "mpicluster jobs inventories/gpu.yaml", "mpicluster jobs inventories/gpu.yaml --json"
+    ),
+    "logs": examples(
+        "mpicluster logs inventories/gpu.yaml 0123456789ab",
+        "mpicluster logs inventories/gpu.yaml 0123456789ab --follow --tag",
+    ),
+    "stop": examples("mpicluster stop inventories/gpu.yaml 0123456789ab"),
+    "collect": examples(
+        "mpicluster collect inventories/gpu.yaml 0123456789ab",
+        "mpicluster collect inventories/gpu.yaml 0123456789ab --path out --collect-from head",
+    ),
+}

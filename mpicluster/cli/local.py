@@ -9,29 +9,48 @@ import typer
 
 from mpicluster import render
 from mpicluster.cli.common import JsonOpt, guarded
+from mpicluster.cli.help import HELP_OPTIONS, Command, choices, examples
+from mpicluster.local.spec import PROVIDERS
 from mpicluster.render import Display
 from mpicluster.util import exitcodes
 from mpicluster.util.errors import MpiclusterError
 
+SUMMARY = "A local cluster to try mpicluster on."
+
 app = typer.Typer(
-    help="A local cluster to try mpicluster on: Podman containers (or VMs) driven by Vagrant.",
+    help=f"{SUMMARY}\n\nIts nodes are Podman containers (or VMs) driven by Vagrant.",
     no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
+    rich_markup_mode=None,
+)
+
+UP_EXAMPLES = examples(
+    "mpicluster local up",
+    "mpicluster local up --nodes 2 --release bookworm,trixie --inventory inventories/local.yaml",
 )
 
 
-@app.command("up")
+@app.command("up", cls=Command, epilog=UP_EXAMPLES)
 def local_up(
-    nodes: Annotated[int, typer.Option(help="Number of nodes.", min=1)] = 3,
-    name: Annotated[str, typer.Option(help="Cluster name (several may coexist).")] = "local",
-    subnet: Annotated[str, typer.Option(help="Private subnet; nodeK gets .(10+K).")] = (
-        "192.168.61.0/24"
-    ),
+    nodes: Annotated[int, typer.Option(metavar="N", help="Number of nodes.", min=1)] = 3,
+    name: Annotated[
+        str, typer.Option(metavar="NAME", help="Cluster name (several may coexist).")
+    ] = "local",
+    subnet: Annotated[
+        str, typer.Option(metavar="CIDR", help="Private subnet; nodeK gets .(10+K).")
+    ] = ("192.168.61.0/24"),
     provider: Annotated[
-        str, typer.Option(help="Vagrant provider: docker (Podman), libvirt or virtualbox.")
+        str,
+        typer.Option(
+            metavar=choices(PROVIDERS),
+            help="Vagrant provider: docker (Podman), libvirt or virtualbox.",
+        ),
     ] = "docker",
     inventory: Annotated[
         Path | None,
-        typer.Option(help="Where to write the inventory [default: inventories/NAME.yaml]."),
+        typer.Option(
+            metavar="FILE", help="Where to write the inventory [default: inventories/NAME.yaml]."
+        ),
     ] = None,
     cuda: Annotated[
         bool,
@@ -41,12 +60,13 @@ def local_up(
             "builds the GPU stack without a GPU.",
         ),
     ] = False,
-    cuda_home: Annotated[Path, typer.Option(help="The CUDA toolkit --cuda shares.")] = Path(
-        "/usr/local/cuda"
-    ),
+    cuda_home: Annotated[
+        Path, typer.Option(metavar="DIR", help="The CUDA toolkit --cuda shares.")
+    ] = Path("/usr/local/cuda"),
     release: Annotated[
         str,
         typer.Option(
+            metavar="RELEASE[,RELEASE...]",
             help="Each node's Debian: bookworm (12) or trixie (13), one for every node or "
             "one per node, e.g. bookworm,trixie,trixie (a mixed cluster).",
         ),
@@ -78,9 +98,13 @@ def local_up(
         )
 
 
-@app.command("down")
+@app.command(
+    "down",
+    cls=Command,
+    epilog=examples("mpicluster local down", "mpicluster local down --purge-image"),
+)
 def local_down(
-    name: Annotated[str, typer.Option(help="Cluster name.")] = "local",
+    name: Annotated[str, typer.Option(metavar="NAME", help="Cluster name.")] = "local",
     purge_image: Annotated[
         bool, typer.Option("--purge-image", help="Also remove the node image.")
     ] = False,
@@ -94,9 +118,13 @@ def local_down(
         display.success(f"local cluster {name!r} removed ({', '.join(removed)})")
 
 
-@app.command("status")
+@app.command(
+    "status",
+    cls=Command,
+    epilog=examples("mpicluster local status", "mpicluster local status --name test --json"),
+)
 def local_status(
-    name: Annotated[str, typer.Option(help="Cluster name.")] = "local",
+    name: Annotated[str, typer.Option(metavar="NAME", help="Cluster name.")] = "local",
     json_output: JsonOpt = False,
 ) -> None:
     """Show each node of the local cluster and whether SSH reaches it."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
+from mpicluster.cli.help import examples
 from mpicluster.cluster.cordon_verdicts import Findings
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
@@ -27,8 +28,10 @@ def nodes(
     ] = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Show every node's state: ready, unhealthy (its health check's first finding),
-    unreachable, or unknown (no check has run there as root yet).
+    """Show every node's state: ready, unhealthy, unreachable or unknown.
+
+    Unhealthy: its health check's first finding; unknown: no check has run there as root
+    yet.
 
     Exit codes: 0 every node ready, 1 any other, 2 bad input.
     """
@@ -52,12 +55,16 @@ def cordon(
     node: NodeArg,
     reason: Annotated[
         str,
-        typer.Option("--reason", help="Why (one line; shown wherever the node is listed)."),
+        typer.Option(
+            "--reason", metavar="TEXT", help="Why (one line; shown wherever the node is listed)."
+        ),
     ],
     json_output: JsonOpt = False,
 ) -> None:
-    """Keep a node out of jobs: it stays provisioned, and is left out of the hostfiles on
-    every node, of `run` and of the smoke test until `mpicluster uncordon`.
+    """Keep a node out of jobs until `mpicluster uncordon`.
+
+    It stays provisioned, and is left out of the hostfiles on every node, of `run` and
+    of the smoke test.
 
     Exit codes: 0 cordoned (a node that could not be reached gets it later), 2 bad input.
     """
@@ -65,8 +72,9 @@ def cordon(
 
 
 def uncordon(inventory: InventoryArg, node: NodeArg, json_output: JsonOpt = False) -> None:
-    """Return a cordoned node: back in the hostfiles on every node, in `run` and the smoke
-    test.
+    """Return a cordoned node to jobs.
+
+    It is back in the hostfiles on every node, in `run` and in the smoke test.
 
     Exit codes: 0 returned (or it was not cordoned), 2 bad input.
     """
@@ -94,3 +102,14 @@ def follow_findings(plan: ClusterPlan, findings: Findings, report: Any) -> Appli
 
 
 COMMANDS = [nodes, cordon, uncordon]
+
+
+EXAMPLES = {
+    "nodes": examples(
+        "mpicluster nodes inventories/gpu.yaml", "mpicluster nodes inventories/gpu.yaml --check"
+    ),
+    "cordon": examples(
+        "mpicluster cordon inventories/gpu.yaml gpu02 --reason 'GPU 3 falls off the bus'"
+    ),
+    "uncordon": examples("mpicluster uncordon inventories/gpu.yaml gpu02"),
+}

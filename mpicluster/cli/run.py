@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
+from mpicluster.cli.help import choices, examples
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 from mpicluster.render.run import LinePrinter, show_hang, show_setup
@@ -17,6 +18,9 @@ from mpicluster.run import JobOutcome, JobRequest, RunOptions, Watchers, inspect
 from mpicluster.util.errors import UsageError
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
+LAUNCHERS = ("mpirun", "torchrun")
+VIAS = ("mpirun", "slurm")
+COLLECT_FROM = ("all", "head")
 
 ProgramArg = Annotated[
     list[str] | None,
@@ -24,22 +28,35 @@ ProgramArg = Annotated[
 ]
 NpOpt = Annotated[
     int | None,
-    typer.Option("-np", "--np", help="Ranks in all (default: every slot of the nodes)."),
+    typer.Option(
+        "-np", "--np", metavar="N", help="Ranks in all (default: every slot of the nodes)."
+    ),
 ]
 PerNodeOpt = Annotated[
-    int | None, typer.Option("--per-node", help="Ranks on each node (default: its slots).")
+    int | None,
+    typer.Option("--per-node", metavar="N", help="Ranks on each node (default: its slots)."),
 ]
 HostsOpt = Annotated[
-    str | None, typer.Option("--hosts", help="Only these nodes, comma-separated (in order).")
+    str | None,
+    typer.Option(
+        "--hosts", metavar="NODE,...", help="Only these nodes, comma-separated (in order)."
+    ),
 ]
 MapByOpt = Annotated[
-    str | None, typer.Option("--map-by", help="Open MPI's --map-by (default: slot).")
+    str | None,
+    typer.Option("--map-by", metavar="SPEC", help="Open MPI's --map-by (default: slot)."),
 ]
 EnvOpt = Annotated[
     list[str] | None,
-    typer.Option("--env", help="NAME=VALUE, or NAME to pass this shell's value (repeatable)."),
+    typer.Option(
+        "--env",
+        metavar="NAME=VALUE",
+        help="NAME=VALUE, or NAME to pass this shell's value (repeatable).",
+    ),
 ]
-EnvFileOpt = Annotated[Path | None, typer.Option("--env-file", help="A file of NAME=VALUE lines.")]
+EnvFileOpt = Annotated[
+    Path | None, typer.Option("--env-file", metavar="FILE", help="A file of NAME=VALUE lines.")
+]
 TorchOpt = Annotated[
     bool,
     typer.Option(
@@ -47,11 +64,17 @@ TorchOpt = Annotated[
         help="Give every rank RANK, WORLD_SIZE, LOCAL_RANK, NODE_RANK, MASTER_ADDR/PORT.",
     ),
 ]
-LauncherOpt = Annotated[str, typer.Option("--launcher", help="mpirun, or torchrun (one per node).")]
+LauncherOpt = Annotated[
+    str,
+    typer.Option(
+        "--launcher", metavar=choices(LAUNCHERS), help="mpirun, or torchrun (one per node)."
+    ),
+]
 ViaOpt = Annotated[
     str | None,
     typer.Option(
         "--via",
+        metavar=choices(VIAS),
         help="mpirun, or slurm (srun --mpi=pmix: a job in the queue). Default: slurm "
         "when the inventory has a scheduler, else mpirun.",
         show_default=False,
@@ -63,6 +86,7 @@ SyncOpt = Annotated[
     Path | None,
     typer.Option(
         "--sync",
+        metavar="DIR",
         help="Copy this folder to every node first (rsync; honours .mpiclusterignore) "
         "and run from there.",
     ),
@@ -70,19 +94,24 @@ SyncOpt = Annotated[
 SyncToOpt = Annotated[
     str | None,
     typer.Option(
-        "--sync-to", help="Where --sync puts it (default: ~/mpicluster-run/<folder name>)."
+        "--sync-to",
+        metavar="PATH",
+        help="Where --sync puts it (default: ~/mpicluster-run/<folder name>).",
     ),
 ]
 ChdirOpt = Annotated[
     str | None,
     typer.Option(
-        "--chdir", help="Run from this folder on every node (default: --sync's, else home)."
+        "--chdir",
+        metavar="DIR",
+        help="Run from this folder on every node (default: --sync's, else home).",
     ),
 ]
 HangTimeoutOpt = Annotated[
     float | None,
     typer.Option(
         "--hang-timeout",
+        metavar="SECONDS",
         help="When the job prints nothing for this many seconds, show where every "
         "rank is (py-spy) and stop it (exit 124).",
     ),
@@ -101,6 +130,7 @@ SetupOpt = Annotated[
     str | None,
     typer.Option(
         "--setup",
+        metavar="COMMAND",
         help="Run this shell command once on every node of the job, from its folder, "
         "before any rank starts; a node where it fails stops the job.",
     ),
@@ -109,18 +139,25 @@ CollectOpt = Annotated[
     str | None,
     typer.Option(
         "--collect",
+        metavar="PATH",
         help="After the job (whatever its exit code), copy this path (relative to the "
-        "job's folder) from its nodes into ~/.local/state/mpicluster/clusters/NAME/jobs/JOB/NODE/.",
+        "job's folder) from its nodes into this machine's clusters/NAME/jobs/JOB/NODE/ "
+        "(under ~/.local/state/mpicluster).",
     ),
 ]
 CollectFromOpt = Annotated[
     str,
-    typer.Option("--collect-from", help="all: every node of the job; head: rank 0's only."),
+    typer.Option(
+        "--collect-from",
+        metavar=choices(COLLECT_FROM),
+        help="all: every node of the job; head: rank 0's only.",
+    ),
 ]
 RequirementsOpt = Annotated[
     Path | None,
     typer.Option(
         "--requirements",
+        metavar="FILE",
         help="The job's own Python packages (a requirements file): resolved here with the "
         "stack's pinned, installed once per node into an environment layered on the "
         "stack's Python, reused by later jobs.",
@@ -168,8 +205,10 @@ def run(
     dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Run a program on the cluster's nodes from the head node, with the cluster's
-    environment; a rank that fails ends the job, Ctrl-C stops every rank.
+    """Run a program on the cluster's nodes from the head node.
+
+    Every rank gets the cluster's environment; a rank that fails ends the job, Ctrl-C
+    stops every rank.
 
     Exit codes: the job's own, 2 bad input, 124 stopped by --hang-timeout,
     130 stopped by Ctrl-C; with --detach, 0 once the job runs.
@@ -233,12 +272,12 @@ def _judged(
         raise UsageError("--keep-hung needs --hang-timeout")
     if sync_to and not sync:
         raise UsageError("--sync-to needs --sync")
-    if launcher not in ("mpirun", "torchrun"):
-        raise UsageError(f"--launcher {launcher!r}: one of mpirun, torchrun")
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"--launcher {launcher!r}: one of {', '.join(LAUNCHERS)}")
     if via is None:
         via = "slurm" if plan.scheduler is not None else "mpirun"
-    if via not in ("mpirun", "slurm"):
-        raise UsageError(f"--via {via!r}: one of mpirun, slurm")
+    if via not in VIAS:
+        raise UsageError(f"--via {via!r}: one of {', '.join(VIAS)}")
     return via
 
 
@@ -250,8 +289,8 @@ def _collect_judged(
 
     if setup is not None and not setup.strip():
         raise UsageError("--setup: an empty command")
-    if collect_from not in ("all", "head"):
-        raise UsageError(f"--collect-from {collect_from!r}: one of all, head")
+    if collect_from not in COLLECT_FROM:
+        raise UsageError(f"--collect-from {collect_from!r}: one of {', '.join(COLLECT_FROM)}")
     if collect_from != "all" and collect is None:
         raise UsageError("--collect-from needs --collect")
     if (setup or collect) and via == "slurm":
@@ -331,3 +370,13 @@ def _shown(
     )
     if not dry_run and outcome.result.exit_code != 0:
         raise typer.Exit(outcome.result.exit_code)
+
+
+COMMANDS = [run]
+
+EXAMPLES = {
+    "run": examples(
+        "mpicluster run inventories/local.yaml -- hostname",
+        "mpicluster run inventories/gpu.yaml -np 16 --sync . -- python train.py",
+    ),
+}
