@@ -75,6 +75,21 @@ def test_a_node_that_refuses_her_key_is_the_one_named_with_what_ssh_said():
     assert "mpicluster up --full" in result.fix and "`sudo -u alice ssh node3 true`" in result.fix
 
 
+def test_open_mpis_own_permission_warning_is_not_taken_for_what_ssh_said():
+    # Debian 12's Open MPI 4.1.4 printed this before ssh's line in one CI run
+    warning = (
+        "[node1:06323] plm:rsh: Warning: setpgid(6329,6329) failed in parent with "
+        "errno=Permission denied(13)\n"
+    )
+    (result,) = judge({"alice": hers(output=warning + REFUSED_ON_NODE3, rc=255)})
+    assert result.node == "node3"
+    assert result.evidence.endswith(
+        "ssh to node3 failed: alice@192.168.61.13: Permission denied (publickey)."
+    )
+    (alone,) = judge({"alice": hers(output=warning, rc=1)})
+    assert "setpgid" not in alone.evidence
+
+
 def test_her_login_into_the_head_refused_is_the_heads_finding():
     said = "alice@192.168.61.11: Permission denied (publickey).\n"
     (result,) = judge({"alice": hers(output=said, rc=255)})

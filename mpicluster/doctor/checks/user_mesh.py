@@ -85,10 +85,18 @@ def _refusing(output: str, hosts: list[str], addresses: Mapping[str, str]) -> st
     return None
 
 
+#: Open MPI's own messages ("[node1:06323] plm:rsh: Warning: setpgid(...) failed in
+#: parent with errno=Permission denied(13)", from 4.1.4 at times): never ssh's words.
+OWN = re.compile(r"^\s*\[[\w.-]+:\d+\]")
+
+
 def _ssh_says(output: str) -> str:
-    for line in output.splitlines():
-        if SSH_SAYS.search(line):
-            return line.strip()
+    """ssh's refusal line if there is one, else its first line saying why it failed."""
+    lines = [line.strip() for line in output.splitlines() if not OWN.match(line)]
+    for pattern in (REFUSED, SSH_SAYS):
+        for line in lines:
+            if pattern.search(line):
+                return line
     return ""
 
 
