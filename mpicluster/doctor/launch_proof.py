@@ -319,17 +319,22 @@ class Prover:
             kind, head, hosts or [head], ranks, argv, timeout, hostnames=self.hostnames, user=user
         )
 
-    def run(self) -> LaunchProof:
-        found, proof = self.found, self.proof
+    def launchable(self) -> list[str]:
+        """The probed nodes a launch can start on; the others' reasons into `skipped`."""
         ready = []
-        for name in found.probed:
-            if name in found.exchange_errors:
+        for name in self.found.probed:
+            if name in self.found.exchange_errors:
                 continue
-            mpirun, why = mpirun_of(found.facts(name) or {})
+            mpirun, why = mpirun_of(self.found.facts(name) or {})
             if mpirun is None:
-                proof.skipped[name] = why
+                self.proof.skipped[name] = why
             else:
                 ready.append(name)
+        return ready
+
+    def run(self) -> LaunchProof:
+        proof = self.proof
+        ready = self.launchable()
         self.progress(f"Launching MPI on {len(ready)} node(s) alone (1 and 2 ranks)")
         for name in ready:
             proof.alone[name] = [
@@ -359,12 +364,7 @@ class Prover:
     def users(self, names: list[str], proof: LaunchProof | None) -> dict[str, Launch]:
         """One launch per user from the head, one rank on every node that can launch
         (that launched alone, where the proof by launch ran); none below two nodes."""
-        found = self.found
-        ready = [
-            name
-            for name in found.probed
-            if name not in found.exchange_errors and mpirun_of(found.facts(name) or {})[0]
-        ]
+        ready = self.launchable()
         if proof is not None:
             self.proof = proof
             ready = [name for name in ready if proof.alone_ok(name)]
