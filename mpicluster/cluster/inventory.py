@@ -6,11 +6,12 @@ carries one `Problem` per thing wrong, each with the field's location and line.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,8 +26,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mpicluster.cluster import requirements as requirements_text
-from mpicluster.cluster import user_keys
+from mpicluster.cluster import torch_versions, user_keys
 from mpicluster.cluster import validators as names
+from mpicluster.cluster.salvage import Parsed, salvage
 from mpicluster.cluster.yamlsource import (
     Problem,
     YamlDocument,
@@ -612,13 +614,15 @@ def parse_inventory(
             source, [Problem((), "the top level must be a mapping (cluster:, nodes:, ...)", 1)]
         )
     problems = list(doc.problems)
-    inventory = None
+    parsed = Parsed()
     try:
         inventory = Inventory.model_validate({**doc.data, "path": path})
     except ValidationError as exc:
-        problems.extend(_problems_from(exc, doc))
-    if inventory is not None:
-        problems.extend(_cross_checks(inventory, doc))
+        failed = _problems_from(exc, doc)
+        problems.extend(failed)
+        # the checks below still run, on what did parse
+        inventory, parsed = salvage(Inventory, doc.data, {p.loc for p in failed}, path=path)
+    problems.extend(_cross_checks(inventory, doc, parsed))
     if problems:
         problems.sort(key=lambda p: (p.line or 0, format_loc(p.loc)))
         raise InventoryError(source, problems)
@@ -643,10 +647,7 @@ def _problems_from(exc: ValidationError, doc: YamlDocument) -> list[Problem]:
         loc = tuple(error["loc"])
         kind = error["type"]
         if kind == "extra_forbidden":
-            parent = _model_at(loc[:-1])
-            allowed = ", ".join(parent.model_fields) if parent else ""
-            allowed = allowed.replace(", path", "")
-            message = f"unknown key (expected one of: {allowed})" if allowed else "unknown key"
+            message = _unknown_key(loc)
         elif kind == "too_short" and loc and loc[-1] == "nodes":
             message = "at least one node is required"
         elif kind == "too_short" and loc and loc[-1] == "keys":
@@ -666,6 +667,7 @@ def _problems_from(exc: ValidationError, doc: YamlDocument) -> list[Problem]:
                 message += " (got a boolean)"
         else:
             message = error["msg"]
+        message = _with_value(message, error)
         # strict mode reports a value of the wrong type once per union member; keep one
         loc = tuple(
             part
@@ -679,6 +681,54 @@ def _problems_from(exc: ValidationError, doc: YamlDocument) -> list[Problem]:
         if problem not in problems:
             problems.append(problem)
     return problems
+
+
+def _unknown_key(loc: tuple) -> str:
+    """An unknown key's message: the keys its section takes, the nearest named first."""
+    parent = _model_at(loc[:-1])
+    allowed = [name for name in parent.model_fields if name != "path"] if parent else []
+    if not allowed:
+        return "unknown key"
+    near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    guess = f"; did you mean {near[0]}?" if near else ""
+    return f"unknown key{guess} (expected one of: {', '.join(allowed)})"
+
+
+#: Where a value is never repeated in a message: a user's keys (a private key pasted
+#: there must not reach a terminal or a log).
+_UNREPEATED = ("keys",)
+
+
+def _with_value(message: str, error: dict) -> str:
+    """`message` with the value it rejected: "'10.0.0.300' is not an IP address", "must
+    be true or false (got 'yes')"; a section or list given where a value belongs is
+    named by its kind."""
+    if "input" not in error or error["type"] in ("missing", "extra_forbidden"):
+        return message
+    if any(part in _UNREPEATED for part in error["loc"]):
+        return message
+    value = error["input"]
+    if isinstance(value, dict | list):
+        if error["type"] not in _MESSAGES:
+            return message  # a check of the whole section or list: its message names what
+        return f"{message} (got a {'mapping' if isinstance(value, dict) else 'list'})"
+    shown = _shown(value)
+    if "(got " in message or message.startswith(shown):
+        return message
+    if message.startswith("not "):
+        return f"{shown} is {message}"
+    return f"{message} (got {shown})"
+
+
+def _shown(value: object) -> str:
+    """A value as the message repeats it: YAML's words for true, false and null, a
+    string quoted (control characters escaped), a long one cut."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:76] + "...'"
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -708,31 +758,34 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 _Add = Callable[[tuple, str], None]
 
 
-def _cross_checks(inv: Inventory, doc: YamlDocument) -> list[Problem]:
-    """Checks that span fields: duplicates, files that must exist, addresses in the CIDR."""
+def _cross_checks(inv: Inventory, doc: YamlDocument, parsed: Parsed) -> list[Problem]:
+    """Checks that span fields: duplicates, files that must exist, addresses in the CIDR.
+    `parsed` says what of the file failed to parse: a check that needs it is skipped."""
     problems: list[Problem] = []
 
     def add(loc: tuple, message: str) -> None:
         problems.append(Problem(loc, message, doc.line_of(loc)))
 
     if inv.network.interface and inv.network.cidr:
-        add(("network",), "give interface or cidr, not both")
-    _check_nodes(inv, add)
+        both = f"{inv.network.interface} and {inv.network.cidr}"
+        add(("network",), f"give interface or cidr, not both (got {both})")
+    _check_nodes(inv, parsed, add)
     _check_ssh_files(inv, add)
-    _check_stack_choices(inv, add)
+    _check_stack_choices(inv, parsed, add)
     _check_python(inv, add)
     for component in ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod"):
-        _check_component_source(inv, component, add)
-    problems.extend(_scheduler_problems(inv, doc))
-    _check_users(inv, add)
+        _check_component_source(inv, component, parsed, add)
+    _check_pytorch_version(inv, add)
+    problems.extend(_scheduler_problems(inv, doc, parsed))
+    _check_users(inv, parsed, add)
     return problems
 
 
-def _check_nodes(inv: Inventory, add: _Add) -> None:
+def _check_nodes(inv: Inventory, parsed: Parsed, add: _Add) -> None:
     """Per node, in order: a duplicate name, a duplicate address, the CIDR, the key file."""
     seen_names: dict[str, int] = {}
     seen_hosts: dict[str, int] = {}
-    for i, node in enumerate(inv.nodes):
+    for i, node in parsed.indexed(("nodes",), inv.nodes):
         key = node.name.lower()
         if key in seen_names:
             add(
@@ -771,16 +824,18 @@ def _check_ssh_files(inv: Inventory, add: _Add) -> None:
             add(("ssh", "known_hosts"), f"no such file: {path}")
 
 
-def _check_stack_choices(inv: Inventory, add: _Add) -> None:
+def _check_stack_choices(inv: Inventory, parsed: Parsed, add: _Add) -> None:
     """Stack switches that contradict one another (GPUs, PyTorch, Horovod, NCCL)."""
-    if not inv.stack.gpus_present and inv.has_gpus and not inv.stack.nccl.cuda_archs:
+    archs_given = inv.stack.nccl.cuda_archs or parsed.is_lost(("stack", "nccl", "cuda_archs"))
+    if not inv.stack.gpus_present and inv.has_gpus and not archs_given:
         add(
             ("stack", "gpus_present"),
             "false needs stack.nccl.cuda_archs: without GPUs, say which architectures "
             "to build for (e.g. ['9.0'])",
         )
     torch = inv.stack.pytorch
-    if inv.stack.horovod.enabled and not torch.enabled:
+    horovod = inv.stack.horovod.enabled and not parsed.is_lost(("stack", "horovod", "enabled"))
+    if horovod and not torch.enabled:
         add(
             ("stack", "pytorch", "enabled"),
             "false, but Horovod is built for PyTorch: set stack.horovod.enabled: false too",
@@ -814,19 +869,22 @@ def _check_python(inv: Inventory, add: _Add) -> None:
         add(loc, f"{path} has no requirement lines")
 
 
-def _check_component_source(inv: Inventory, component: str, add: _Add) -> None:
-    """A component's url and sha256 come together, a local url exists, and the version fits."""
+def _check_component_source(inv: Inventory, component: str, parsed: Parsed, add: _Add) -> None:
+    """A component's url and sha256 come together, a local url exists, and the version fits
+    (each where the url or sha256 it reads parsed)."""
     spec = getattr(inv.stack, component)
     loc = ("stack", component)
-    if spec.sha256 and not spec.url:
+    url_lost, sha256_lost = (parsed.is_lost((*loc, key)) for key in ("url", "sha256"))
+    if spec.sha256 and not spec.url and not url_lost:
         add((*loc, "sha256"), "given without url (the lockfile's checksum belongs to its URL)")
-    if spec.url and not spec.sha256:
+    if spec.url and not spec.sha256 and not sha256_lost:
         add((*loc, "url"), "needs a sha256 beside it (downloads are always verified)")
     if spec.url and spec.url.startswith(("/", "file://")):
         local = Path(spec.url.removeprefix("file://"))
         if not _is_file(local):
             add((*loc, "url"), f"no such file: {local}")
-    _check_component_version(component, spec, loc, add)
+    if not url_lost:
+        _check_component_version(component, spec, loc, add)
 
 
 def _check_component_version(component: str, spec: Source, loc: tuple, add: _Add) -> None:
@@ -842,7 +900,16 @@ def _check_component_version(component: str, spec: Source, loc: tuple, add: _Add
             add((*loc, "version"), exc.reason)
 
 
-def _scheduler_problems(inv: Inventory, doc: YamlDocument) -> list[Problem]:
+def _check_pytorch_version(inv: Inventory, add: _Add) -> None:
+    """The PyTorch release pip is asked for can be had (unless PyTorch is left out)."""
+    torch = inv.stack.pytorch
+    if not torch.version or not torch.enabled:
+        return
+    if problem := torch_versions.problem_of(torch.version, torch.index_url):
+        add(("stack", "pytorch", "version"), problem)
+
+
+def _scheduler_problems(inv: Inventory, doc: YamlDocument, parsed: Parsed) -> list[Problem]:
     problems: list[Problem] = []
     if inv.scheduler is None:
         return problems
@@ -850,38 +917,61 @@ def _scheduler_problems(inv: Inventory, doc: YamlDocument) -> list[Problem]:
     def add(loc: tuple, message: str) -> None:
         problems.append(Problem(loc, message, doc.line_of(loc)))
 
-    known = {n.name for n in inv.nodes}
-    listed = ", ".join(n.name for n in inv.nodes)
-    if inv.scheduler.controller and inv.scheduler.controller not in known:
-        add(("scheduler", "controller"), f"{inv.scheduler.controller!r} is not a node ({listed})")
-    covered, defaults = _check_partitions(inv.scheduler.partitions, known, listed, add)
+    names = {n.name for n in inv.nodes}
+    given = [n.name for n in inv.nodes] if parsed.complete(("nodes",)) else _names_given(doc)
+    listed = ", ".join(given or [])
+
+    def is_node(name: str) -> bool:
+        # none given: no nodes, or one that did not parse may have any name; none judged
+        return not given or name in given
+
+    controller = inv.scheduler.controller
+    if controller and not is_node(controller):
+        add(("scheduler", "controller"), f"{controller!r} is not a node ({listed})")
+    partitions = parsed.indexed(("scheduler", "partitions"), inv.scheduler.partitions)
+    covered, defaults = _check_partitions(partitions, names, is_node, listed, add)
     if len(defaults) > 1:
         add(
             ("scheduler", "partitions", defaults[1], "default"),
             f"a second default partition (partitions[{defaults[0]}] is one); give one",
         )
-    if inv.scheduler.partitions:
+    if inv.scheduler.partitions and parsed.complete(("scheduler", "partitions")):
         _check_partition_coverage(inv, covered, add)
     return problems
 
 
+def _names_given(doc: YamlDocument) -> list[str] | None:
+    """The nodes' names as the file gives them, valid or not; None where one is not a
+    string (or nodes not a list)."""
+    nodes = doc.data.get("nodes")
+    if not isinstance(nodes, list):
+        return None
+    names = [node.get("name") if isinstance(node, dict) else None for node in nodes]
+    return names if all(isinstance(name, str) for name in names) else None
+
+
 def _check_partitions(
-    partitions: list[Partition], known: set[str], listed: str, add: _Add
+    partitions: Iterable[tuple[int, Partition]],
+    names: set[str],
+    is_node: Callable[[str], bool],
+    listed: str,
+    add: _Add,
 ) -> tuple[set[str], list[int]]:
-    """Duplicate partition names and unknown nodes; returns (nodes covered, default indexes)."""
+    """Duplicate partition names and unknown nodes (`names`: the nodes'); returns (nodes
+    covered, default indexes)."""
     seen: dict[str, int] = {}
     covered: set[str] = set()
     defaults = []
-    for i, part in enumerate(partitions):
+    for i, part in partitions:
         loc = ("scheduler", "partitions", i)
         if part.name.lower() in seen:
             first = seen[part.name.lower()]
             add((*loc, "name"), f"duplicate partition {part.name!r} (also partitions[{first}])")
         seen.setdefault(part.name.lower(), i)
         for j, name in enumerate(part.nodes):
-            if name not in known:
+            if not is_node(name):
                 add((*loc, "nodes", j), f"{name!r} is not a node ({listed})")
-        covered.update(part.nodes or known)
+        covered.update(part.nodes or names)
         if part.default:
             defaults.append(i)
     return covered, defaults
@@ -910,24 +1000,24 @@ _SYSTEM_ACCOUNTS = frozenset(
 )
 
 
-def _check_users(inv: Inventory, add: _Add) -> None:
+def _check_users(inv: Inventory, parsed: Parsed, add: _Add) -> None:
     """Users: names and uids given once, no system account or MPI user taken, keys that
     are public keys (files read; no key text in any message)."""
     seen_names: dict[str, int] = {}
-    seen_uids: dict[int, int] = {}
+    #: a uid -> the index and name of the user who has it
+    seen_uids: dict[int, tuple[int, str]] = {}
     #: a key's type and blob -> the user who holds it (whoever holds it logs in as her)
     seen_keys: dict[tuple[str, ...], str] = {}
-    for i, user in enumerate(inv.users):
+    for i, user in parsed.indexed(("users",), inv.users):
         loc = ("users", i)
         first = seen_names.setdefault(user.name, i)
         if first != i:
             add((*loc, "name"), f"duplicate user {user.name!r} (also users[{first}])")
         if user.uid is not None:
-            first = seen_uids.setdefault(user.uid, i)
+            first, owner = seen_uids.setdefault(user.uid, (i, user.name))
             if first != i:
-                owner = inv.users[first].name
                 add((*loc, "uid"), f"{user.uid} is also users[{first}]'s uid ({owner})")
-        if problem := _taken_name(inv, user.name):
+        if problem := _taken_name(inv, parsed, user.name):
             add((*loc, "name"), problem)
         lines, wrong = _user_keys(inv, user)
         for j, message in wrong:
@@ -943,11 +1033,14 @@ def _check_users(inv: Inventory, add: _Add) -> None:
                 break
 
 
-def _taken_name(inv: Inventory, name: str) -> str | None:
-    """Why `name` is not free for a person's account: a system's, or the MPI user's."""
+def _taken_name(inv: Inventory, parsed: Parsed, name: str) -> str | None:
+    """Why `name` is not free for a person's account: a system's, or the MPI user's
+    (not judged by an ssh.user that did not parse: its default stands in)."""
     if name in _SYSTEM_ACCOUNTS or name.startswith("systemd-"):
         return f"{name!r} is a system account on Debian nodes; give another name"
-    for k, node in enumerate(inv.nodes):
+    for k, node in parsed.indexed(("nodes",), inv.nodes):
+        if any(parsed.is_lost(loc) for loc in (("ssh", "user"), ("nodes", k, "ssh", "user"))):
+            continue
         if inv.login_user(node) != name:
             continue
         if node.ssh.user:

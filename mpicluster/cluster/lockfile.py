@@ -169,6 +169,12 @@ def default_version(component: str) -> str:
     return str(lockfile()[component]["default"])
 
 
+def oldest_version(component: str) -> str | None:
+    """The oldest release of a component pip installs (`oldest`), None where none is given."""
+    oldest = lockfile()[component].get("oldest")
+    return None if oldest is None else str(oldest)
+
+
 def resolve(component: str, version: str | None, url: str | None, sha256: str | None) -> Source:
     """One component's source; raises LockfileError naming the field when it cannot."""
     where = f"stack.{component}"

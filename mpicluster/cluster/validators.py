@@ -37,6 +37,8 @@ def hostname_problem(value: str) -> str | None:
         return "longer than 253 characters; not a valid hostname"
     if _NUMERIC_DOTTED.fullmatch(value):
         return "not a valid IP address"
+    if has_port(value):
+        return f"not a hostname; {PORT_HINT}"
     labels = value.rstrip(".").split(".")
     for label in labels:
         if not _LABEL.fullmatch(label):
@@ -54,9 +56,26 @@ def address_problem(value: str) -> str | None:
     problem = hostname_problem(value)
     if problem is None:
         return None
+    if has_port(value):
+        return f"not an IP address or hostname; {PORT_HINT}"
     if _metacharacter(value):
         return f"{_metacharacter(value)}; not an IP address or hostname"
     return "not an IP address or hostname"
+
+
+PORT_HINT = "put the port in ssh.port (or the node's ssh.port)"
+_WITH_PORT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]+)):[0-9]{1,5}$")
+
+
+def has_port(value: str) -> bool:
+    """Whether `value` is a host with a port: 10.0.0.14:22, gpu01:2222, [fe80::1]:22
+    (an IPv6 address alone, fe80::1, is not: is_ip takes it)."""
+    match = _WITH_PORT.match(value)
+    if match is None:
+        return False
+    if match["v6"] is not None:
+        return is_ip(match["v6"])
+    return is_ip(match["host"]) or hostname_problem(match["host"]) is None
 
 
 def cluster_name_problem(value: str) -> str | None:

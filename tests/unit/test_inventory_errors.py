@@ -42,7 +42,7 @@ CASES = [
     (
         "unknown-node-key",
         "cluster: a\nnodes:\n  - {name: n1, adress: 10.0.0.1}\n",
-        ":3: nodes[0].adress: unknown key (expected one of: name, address",
+        ":3: nodes[0].adress: unknown key; did you mean address? (expected one of: name, address",
     ),
     (
         "duplicate-yaml-key",
@@ -67,17 +67,17 @@ CASES = [
     (
         "name-underscore",
         "cluster: a\nnodes:\n  - {name: gpu_01}\n",
-        ":3: nodes[0].name: not an RFC 1123 hostname",
+        ":3: nodes[0].name: 'gpu_01' is not an RFC 1123 hostname",
     ),
     (
         "name-leading-hyphen",
         "cluster: a\nnodes:\n  - {name: -gpu01}\n",
-        ":3: nodes[0].name: not an RFC 1123 hostname",
+        ":3: nodes[0].name: '-gpu01' is not an RFC 1123 hostname",
     ),
     (
         "address-bad-ip",
         "cluster: a\nnodes:\n  - {name: n1, address: 10.0.0.300}\n",
-        ":3: nodes[0].address: not an IP address or hostname",
+        ":3: nodes[0].address: '10.0.0.300' is not an IP address or hostname",
     ),
     (
         "address-substitution",
@@ -167,7 +167,7 @@ CASES = [
     (
         "cidr-invalid",
         "cluster: a\nnetwork: {cidr: 10.0.0.0/33}\nnodes: [{name: n1}]\n",
-        ":2: network.cidr: not a network in CIDR notation",
+        ":2: network.cidr: '10.0.0.0/33' is not a network in CIDR notation",
     ),
     (
         "cidr-host-bits",
@@ -212,7 +212,7 @@ CASES = [
     (
         "bad-sha256",
         GOOD + "stack:\n  openmpi: {url: 'https://x.org/o.tar.bz2', sha256: abc}\n",
-        ":6: stack.openmpi.sha256: not a sha256",
+        ":6: stack.openmpi.sha256: 'abc' is not a sha256",
     ),
     (
         "url-without-sha",
@@ -222,7 +222,7 @@ CASES = [
     (
         "bad-version",
         GOOD + "stack:\n  openmpi: {version: latest}\n",
-        ":6: stack.openmpi.version: not a version",
+        ":6: stack.openmpi.version: 'latest' is not a version",
     ),
     (
         "cuda-maybe",
@@ -237,7 +237,7 @@ CASES = [
     (
         "bad-cuda-arch",
         GOOD + "stack:\n  nccl: {cuda_archs: [sm_90]}\n",
-        ":6: stack.nccl.cuda_archs[0]: not a compute capability like 9.0",
+        ":6: stack.nccl.cuda_archs[0]: 'sm_90' is not a compute capability like 9.0",
     ),
 ]
 
@@ -360,7 +360,7 @@ def test_real_process_prints_no_traceback(write):
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     assert done.stderr.strip() == (
-        f"error: {path}:3: nodes[0].address: not an IP address or hostname"
+        f"error: {path}:3: nodes[0].address: '10.0.0.300' is not an IP address or hostname"
     )
 
 

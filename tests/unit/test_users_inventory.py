@@ -143,9 +143,21 @@ def user(fields: str) -> str:
 
 CASES = [
     # the fields' own values
-    ("name-upper", user(f"name: Alice\nkeys: ['{ED25519}']"), "7: users[0].name: not a POSIX user"),
-    ("name-dot", user(f"name: a.b\nkeys: ['{ED25519}']"), "7: users[0].name: not a POSIX user"),
-    ("name-digit", user(f"name: 1abc\nkeys: ['{ED25519}']"), "7: users[0].name: not a POSIX"),
+    (
+        "name-upper",
+        user(f"name: Alice\nkeys: ['{ED25519}']"),
+        "7: users[0].name: 'Alice' is not a POSIX user",
+    ),
+    (
+        "name-dot",
+        user(f"name: a.b\nkeys: ['{ED25519}']"),
+        "7: users[0].name: 'a.b' is not a POSIX user",
+    ),
+    (
+        "name-digit",
+        user(f"name: 1abc\nkeys: ['{ED25519}']"),
+        "7: users[0].name: '1abc' is not a POSIX",
+    ),
     ("name-long", user(f"name: {'a' * 33}\nkeys: ['{ED25519}']"), "longer than 32 characters"),
     ("name-shell", user(f"name: 'a;b'\nkeys: ['{ED25519}']"), "7: users[0].name: contains ';'"),
     ("name-missing", user(f"keys: ['{ED25519}']"), "7: users[0].name: required"),
@@ -403,17 +415,21 @@ def test_one_pass_says_every_problem_in_the_fields(folder):
     text = HEAD + (
         "users:\n"
         "  - {name: Alice, keys: []}\n"  # 7: name, keys
-        "  - {name: bob, uid: 12, keys: [x], groups: ['Video']}\n"  # 8: uid, group
-        "  - {name: eve, keys: [x], sudo: maybe}\n"  # 9: sudo
+        "  - {name: bob, uid: 12, keys: [x], groups: ['Video']}\n"  # 8: uid, group, key file
+        "  - {name: eve, keys: [x], sudo: maybe}\n"  # 9: sudo, key file
     )
     lines = problems_of(folder, text)
+    # the users whose fields parsed (bob, eve) are checked further in the same run
     assert [line.split(": ")[0:2] for line in lines] == [
         ["7", "users[0].keys"],
         ["7", "users[0].name"],
         ["8", "users[1].groups[0]"],
+        ["8", "users[1].keys[0]"],
         ["8", "users[1].uid"],
+        ["9", "users[2].keys[0]"],
         ["9", "users[2].sudo"],
     ]
+    assert lines[3] == f"8: users[1].keys[0]: bob's key file: no such file: {folder / 'x'}"
 
 
 def test_one_key_given_to_two_users_is_refused(folder):
