@@ -4,7 +4,7 @@ Every run's JSON report (report.py's schema) is written to
 `<state>/clusters/<cluster>/bench/<UTC time>.json`, whole or not at all; the newest
 KEEP are kept. `compare(before, now)` lists what moved by more than NOTABLE between two
 reports: each pair measured in both (MPI and iperf3), the allreduce's bus bandwidth per
-size, and what is flagged now that was not (or no longer is).
+size (its latency below 64 KiB), and what is flagged now that was not (or no longer is).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpicluster.bench.measure import shows_latency
 from mpicluster.cluster.state import cluster_dir
 from mpicluster.util.files import write_atomic
 from mpicluster.util.text import message_size
@@ -57,7 +58,8 @@ def last(cluster: str) -> tuple[Path, dict] | None:
 
 @dataclass(frozen=True)
 class Change:
-    what: str  # "node1-node2", "node1-node2 iperf3", "allreduce 64 MiB", "flagged"
+    what: str  # "node1-node2", "node1-node2 iperf3", "allreduce 64 MiB", "flagged",
+    # "allreduce 8 B latency us"
     before: float | str | None
     now: float | str | None
     ratio: float | None  # now / before
@@ -84,9 +86,14 @@ def compare(before: dict, now: dict) -> list[Change]:
         changes += _moved(f"{name} iperf3", old.get("network_gbs"), pair.get("network_gbs"))
     sizes = {s["bytes"]: s for s in before.get("allreduce", [])}
     for size in now.get("allreduce", []):
-        if size["bytes"] in sizes:
-            what = f"allreduce {message_size(size['bytes'])}"
-            changes += _moved(what, sizes[size["bytes"]]["busbw_gbs"], size["busbw_gbs"])
+        old = sizes.get(size["bytes"])
+        if old is None:
+            continue
+        what = f"allreduce {message_size(size['bytes'])}"
+        if shows_latency(size["bytes"]):  # a few thousandths of a GB/s: its time tells
+            changes += _moved(f"{what} latency us", old.get("latency_us"), size.get("latency_us"))
+        else:
+            changes += _moved(what, old["busbw_gbs"], size["busbw_gbs"])
     then = {_finding(f) for f in before.get("flagged", [])}
     found = {_finding(f) for f in now.get("flagged", [])}
     changes += [Change("flagged", None, f, None) for f in sorted(found - then)]

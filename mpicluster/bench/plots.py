@@ -4,7 +4,8 @@
   pair's cell marked and a flagged node's name in red;
 - `busbw.png`: the allreduce's bus bandwidth against message size, with the slowest
   link's baseline as a line;
-- `index.html`: both pictures and the tables.
+- `index.html`: both pictures and the tables (the allreduce below 64 KiB by its latency,
+  from there by its bandwidth, as the terminal shows it).
 
 Each PNG carries the figures it draws in its `Description` text (JSON), so what it
 shows can be checked without reading pixels. matplotlib is the `report` extra
@@ -19,6 +20,8 @@ import json
 import math
 from pathlib import Path
 
+from mpicluster.bench.measure import shows_latency
+from mpicluster.bench.report import expected_words
 from mpicluster.util.errors import UsageError
 from mpicluster.util.files import write_atomic
 from mpicluster.util.text import message_size
@@ -141,15 +144,11 @@ def page(report: dict) -> str:
     pairs = "".join(
         f"<tr><td>{e('-'.join(p['nodes']))}</td><td>{p['gbs']:.2f}</td>"
         f"<td>{p['latency_us']:.1f}</td><td>{_number(p.get('network_gbs'))}</td>"
-        f"<td>{p['expected']:.2f}</td><td>{'slow' if p['slow'] else 'ok'}</td></tr>"
+        f"<td>{p['expected']:.2f}</td>"
+        f"<td>{e(p.get('verdict') or ('slow' if p['slow'] else 'ok'))}</td></tr>"
         for p in report["pairs"]
     )
-    sweep = "".join(
-        f"<tr><td>{message_size(s['bytes'])}</td><td>{s['algbw_gbs']:.3f}</td>"
-        f"<td>{s['busbw_gbs']:.3f}</td><td>{_percent(s['efficiency'])}</td>"
-        f"<td>{'exact' if s['exact'] else 'WRONG'}</td></tr>"
-        for s in report["allreduce"]
-    )
+    sweep = "".join(_sweep_row(s) for s in report["allreduce"])
     gpu = "".join(
         f"<tr><td>{e(g['test'])}</td><td>{g['ranks']}</td><td>{message_size(r['bytes'])}</td>"
         f"<td>{r['busbw_gbs']:.1f}</td><td>{_percent(r['efficiency'])}</td>"
@@ -158,25 +157,46 @@ def page(report: dict) -> str:
         for r in g["rows"][-1:]
     )
     title = f"mpicluster bench: {e(report['cluster'])}"
+    tool = report.get("baseline", {}).get("tool", "iperf3").split()[0]
+    expected = expected_words(
+        report["expected"]["source"],
+        [p["expected"] for p in report["pairs"]] or [report["expected"]["gbs"]],
+    )
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 10px;text-align:right}}
 th{{background:#eee}}li b{{color:#b00}}</style></head><body>
 <h1>{title}</h1>
-<p>status <b>{e(report["status"])}</b>; expected {report["expected"]["gbs"]:.2f} GB/s per pair
-({e(report["expected"]["source"])}); {len(report["pairs"])} pair(s) in
-{report["seconds"]:.0f} s; {e(report.get("library", ""))}</p>
+<p>{e(report.get("mpi") or "")}</p>
+<p>status <b>{e(report["status"])}</b>; {len(report["pairs"])} pair(s) in
+{report["seconds"]:.0f} s; expected per pair {e(expected)}</p>
 <ul>{flagged or "<li>nothing flagged</li>"}</ul>
 <img src="heatmap.png" alt="bandwidth of each pair"> <img src="busbw.png" alt="allreduce">
-<h2>Pairs (64 MiB both ways at once)</h2>
-<table><tr><th>pair</th><th>GB/s</th><th>latency us</th><th>iperf3 GB/s</th>
-<th>expected</th><th></th></tr>{pairs}</table>
-<h2>Allreduce over all nodes</h2>
-<table><tr><th>size</th><th>algbw GB/s</th><th>busbw GB/s</th><th>efficiency</th><th></th></tr>
+<h2>Pairs (GB/s: 64 MiB both ways at once; latency: an 8 B ping-pong)</h2>
+<table><tr><th>pair</th><th>GB/s</th><th>latency us</th><th>{e(tool)} GB/s</th>
+<th>expected</th><th>verdict</th></tr>{pairs}</table>
+<h2>Allreduce over all nodes (below 64 KiB its latency, one call's time)</h2>
+<table><tr><th>size</th><th>latency us</th><th>algbw GB/s</th><th>busbw GB/s</th>
+<th>efficiency</th><th></th></tr>
 {sweep}</table>
 {_gpu_table(gpu)}
 </body></html>
 """
+
+
+def _sweep_row(size: dict) -> str:
+    """A size below 64 KiB by its latency, a larger one by its bandwidth."""
+    if shows_latency(size["bytes"]):
+        latency = size.get("latency_us")  # a report kept before it was measured: none
+        said = "-" if latency is None else f"{latency:.1f}"
+        figures = f"<td>{said}</td><td>-</td><td>-</td><td>-</td>"
+    else:
+        figures = (
+            f"<td>-</td><td>{size['algbw_gbs']:.3f}</td><td>{size['busbw_gbs']:.3f}</td>"
+            f"<td>{_percent(size['efficiency'])}</td>"
+        )
+    result = "exact" if size["exact"] else "WRONG"
+    return f"<tr><td>{message_size(size['bytes'])}</td>{figures}<td>{result}</td></tr>"
 
 
 def _gpu_table(rows: str) -> str:

@@ -107,22 +107,7 @@ class _Bench:
         """Each pair's figure against what is expected of it, and the findings."""
         bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
         bandwidth2 = {pair: r["gbs"] for pair, r in second.items()}
-        everything = verdict.merged(bandwidth, bandwidth2)
-        expected = verdict.expected_of(everything, self.expect, self.round_of)
-        too_slow = verdict.slow(everything, expected, self._links(), self.round_of)
-        for results, round_number in ((measured, 1), (second, 2)):
-            for pair, r in results.items():
-                self.report.pairs.append(
-                    PairFigure(
-                        pair,
-                        r["gbs"],
-                        r["latency_us"],
-                        expected[pair],
-                        round_number,
-                        pair in too_slow,
-                        self.network.get(pair),
-                    )
-                )
+        self.report.pairs = pair_figures(measured, second, self.expect, self.network, self.round_of)
         self.report.flagged = verdict.findings(
             bandwidth,
             self.expect,
@@ -131,8 +116,11 @@ class _Bench:
             self.report.baseline_program,
             self.round_of,
         )
-        self.report.expected_gbs = self.expect or (min(expected.values()) if expected else 0.0)
-        self.report.expected_source = "--expect" if self.expect else "median of the pairs"
+        expected = [p.expected for p in self.report.pairs]
+        self.report.expected_gbs = self.expect or min(expected, default=0.0)
+        self.report.expected_source = verdict.expected_basis(
+            verdict.merged(bandwidth, bandwidth2), self.expect, self.round_of
+        )
 
     def _ring(self) -> list[tuple[str, str]]:
         names, index = self.names, self.index
@@ -216,6 +204,8 @@ class _Bench:
         spec = {"mode": "allreduce", "sizes": sizes, "budget": SWEEP_BUDGET}
         swept = measure.run(self.plan, self.names, spec, SWEEP_SECONDS, self.major)
         self.report.allreduce = sweep_figures(swept["sizes"], slowest)
+        self.report.library = swept.get("library") or self.report.library
+        self.report.pml = ",".join(swept.get("pmls", []))
         if 0 < len(swept["sizes"]) < len(sizes):
             last = message_size(swept["sizes"][-1]["bytes"])
             self.report.sweep_note = (
@@ -224,9 +214,41 @@ class _Bench:
             )
 
 
+def pair_figures(
+    measured: dict,
+    second: dict,
+    expect: float | None = None,
+    network: dict | None = None,
+    rounds: dict | None = None,
+) -> list[PairFigure]:
+    """Each pair's measurement (bench_mpi.py's: gbs, latency_us) of the first pass and
+    of the second, judged on both: what is expected of it, whether it is slow, and its
+    verdict in words. `network`: the baseline's GB/s by pair (None: not measured)."""
+    bandwidth = {pair: r["gbs"] for pair, r in measured.items()}
+    everything = verdict.merged(bandwidth, {pair: r["gbs"] for pair, r in second.items()})
+    links = {pair: gbs for pair, gbs in (network or {}).items() if gbs}
+    expected = verdict.expected_of(everything, expect, rounds)
+    too_slow = verdict.slow_reasons(everything, expected, links, rounds)
+    return [
+        PairFigure(
+            pair,
+            r["gbs"],
+            r["latency_us"],
+            expected[pair],
+            round_number,
+            pair in too_slow,
+            (network or {}).get(pair),
+            verdict.pair_words(r["gbs"], everything[pair], expected[pair], too_slow.get(pair)),
+        )
+        for results, round_number in ((measured, 1), (second, 2))
+        for pair, r in results.items()
+    ]
+
+
 def sweep_figures(rows: list[dict], slowest: float) -> list[SizeFigure]:
     """The allreduce sweep, each size's efficiency against the slowest link (its
-    baseline, or its MPI pair where there is none)."""
+    baseline, or its MPI pair where there is none) and one call's time (bench_mpi.py's
+    "seconds": the slowest rank's mean)."""
     return [
         SizeFigure(
             row["bytes"],
@@ -234,6 +256,7 @@ def sweep_figures(rows: list[dict], slowest: float) -> list[SizeFigure]:
             row["busbw_gbs"],
             row["busbw_gbs"] / slowest if slowest > 0 else None,
             row["exact"],
+            row["seconds"] * 1e6,
         )
         for row in rows
     ]

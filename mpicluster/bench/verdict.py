@@ -8,7 +8,8 @@
    pairs each of its ends with a node whose pairs all passed (`retests`): an end that is
    slow with a healthy partner too is a slow node; a suspect both of whose ends are fine
    with others is a slow link.
-3. `findings` names each: kind (node or link), the nodes, measured, expected, why.
+3. `findings` names each: kind (node or link), the nodes, measured, expected, why;
+   `pair_words` says each pair's verdict (why a pair below the expected figure is ok).
 """
 
 from __future__ import annotations
@@ -73,6 +74,26 @@ def expected_of(
 #: on a few cores; a switch busy with other jobs), pairs of other rounds do not.
 ROUND_PEERS = 3
 
+#: What the expected figure is (report.py's "expected": {"source": ...}): the user's
+#: --expect; the median of the faster half of all pairs; or, where rounds held
+#: ROUND_PEERS pairs or more, each round's own (the report's figure: the lowest).
+BY_EXPECT = "--expect"
+BY_ALL = "median of the faster half of the pairs"
+BY_ROUND = "median of the faster half of each round's pairs"
+
+
+def expected_basis(
+    measured: dict[Pair, float], expect: float | None = None, rounds: dict[Pair, int] | None = None
+) -> str:
+    """Which of BY_EXPECT, BY_ALL, BY_ROUND `expected_of` used for these pairs."""
+    if expect:
+        return BY_EXPECT
+    sizes: dict[int, int] = {}
+    for pair in measured:
+        if rounds and pair in rounds:
+            sizes[rounds[pair]] = sizes.get(rounds[pair], 0) + 1
+    return BY_ROUND if any(n >= ROUND_PEERS for n in sizes.values()) else BY_ALL
+
 
 def _typical(
     values: dict[Pair, float], rounds: dict[Pair, int] | None, alone: bool = True
@@ -111,7 +132,21 @@ def slow(
     well less of what the network carries between them (iperf3) than on the other pairs
     of their round (a pair whose network is slow too is caught by the first rule: a slow
     cable or card; the second catches MPI itself going astray on one link)."""
-    found = {p for p, value in measured.items() if value < SUSPECT * expected[p]}
+    return set(slow_reasons(measured, expected, network, rounds))
+
+
+def slow_reasons(
+    measured: dict[Pair, float],
+    expected: dict[Pair, float],
+    network: dict[Pair, float] | None = None,
+    rounds: dict[Pair, int] | None = None,
+) -> dict[Pair, str]:
+    """`slow`'s pairs, each with the rule it broke in words ("below the 60% threshold")."""
+    found = {
+        p: f"below the {SUSPECT:.0%} threshold"
+        for p, value in measured.items()
+        if value < SUSPECT * expected[p]
+    }
     # MPI's share of the network, at most all of it (iperf3 and MPI measured a second
     # apart on a busy node differ by a third either way)
     share = {p: min(1.0, measured[p] / network[p]) for p in measured if (network or {}).get(p)}
@@ -120,10 +155,31 @@ def slow(
         # (on the CPU) and iperf3 (in the kernel) slow down unalike on a loaded node, so
         # a quiet round's share is no yardstick for a busy one's
         typical = _typical(share, rounds, alone=not rounds)
-        found |= {
-            p for p, value in share.items() if p in typical and value < SUSPECT_SHARE * typical[p]
-        }
+        for p, value in share.items():
+            if p in typical and value < SUSPECT_SHARE * typical[p]:
+                said = (
+                    f"MPI carries {value:.0%} of what the network carries here against "
+                    f"{typical[p]:.0%} on the other pairs, below the {SUSPECT_SHARE:.0%} "
+                    "threshold"
+                )
+                found[p] = f"{found[p]}; {said}" if p in found else said
     return found
+
+
+def pair_words(gbs: float, counted: float, expected: float, reason: str | None) -> str:
+    """One measurement's verdict in words: `gbs` this pass's figure, `counted` the one
+    judged (the faster of its passes), `reason` the rule it broke (None: not slow).
+    "ok" alone where it carried what was expected; else how far below, and why that
+    is ok ("ok: 61% of expected, above the 60% threshold") or not."""
+    share = counted / expected if expected > 0 else 1.0
+    figure = f"{share:.0%} of expected"
+    if gbs < counted:  # the other pass was faster: that one counts
+        figure = f"{gbs / expected:.0%} of expected here, {share:.0%} in its other pass"
+    if reason:  # above SUSPECT of expected: the share rule alone made it slow
+        return f"slow: {figure}{', but ' if share >= SUSPECT else ', '}{reason}"
+    if share >= 0.995 and gbs >= counted:  # would read "100% of expected"
+        return "ok"
+    return f"ok: {figure}, above the {SUSPECT:.0%} threshold"
 
 
 def suspects(

@@ -6,7 +6,9 @@ from rich.markup import escape
 
 from mpicluster.bench import BenchReport
 from mpicluster.bench.history import NOTABLE
-from mpicluster.render.display import Display
+from mpicluster.bench.measure import shows_latency
+from mpicluster.bench.report import SizeFigure
+from mpicluster.render.display import Display, styled
 from mpicluster.util.text import message_size
 
 
@@ -21,6 +23,7 @@ def _cards(report: BenchReport) -> str:
 
 
 def show_bench(display: Display, report: BenchReport) -> None:
+    display.info(f"mpicluster bench: {report.cluster}" + (f", {report.mpi}" if report.mpi else ""))
     rows = [
         [
             f"{a}-{b}",
@@ -28,21 +31,21 @@ def show_bench(display: Display, report: BenchReport) -> None:
             f"{p.latency_us:.1f}",
             "-" if p.network_gbs is None else f"{p.network_gbs:.2f}",
             f"{p.expected:.2f}",
-            "slow" if p.slow else "ok",
+            styled("fail" if p.slow else "ok", p.verdict or ("slow" if p.slow else "ok")),
             "2nd" if p.round == 2 else "",
         ]
         for p in report.pairs
         for a, b in [p.nodes]
     ]
     display.table(
-        f"mpicluster bench: {escape(report.cluster)}: point to point (64 MiB both ways at once)",
+        "point to point (GB/s: 64 MiB both ways at once; latency: an 8 B ping-pong)",
         [
             "pair",
             "GB/s",
             "latency us",
             f"{report.baseline_program} GB/s",
             "expected",
-            "",
+            "verdict",
             "pass",
         ],
         rows,
@@ -52,25 +55,16 @@ def show_bench(display: Display, report: BenchReport) -> None:
         display.info(f"cards: {cards}")
     if report.baseline_note:
         display.warning(report.baseline_note)
-    sweep = [
-        [
-            message_size(s.bytes),
-            f"{s.algbw_gbs:.3f}",
-            f"{s.busbw_gbs:.3f}",
-            "-" if s.efficiency is None else f"{s.efficiency:.0%}",
-            "exact" if s.exact else "WRONG",
-        ]
-        for s in report.allreduce
-    ]
     display.table(
-        "allreduce over all nodes (efficiency: bus bandwidth / the slowest "
+        "allreduce over all nodes (below 64 KiB its latency, one call's time; from there "
+        "its bandwidth; efficiency: bus bandwidth / the slowest "
         + (
             f"link's {report.baseline_program} baseline)"
             if report.efficiency_basis == "baseline"
             else "pair)"
         ),
-        ["size", "algbw GB/s", "busbw GB/s", "efficiency", "result"],
-        sweep,
+        ["size", "latency us", "algbw GB/s", "busbw GB/s", "efficiency", "result"],
+        [_sweep_row(s) for s in report.allreduce],
     )
     if report.sweep_note:
         display.info(report.sweep_note)
@@ -90,8 +84,8 @@ def show_bench(display: Display, report: BenchReport) -> None:
     line = (
         f"bench: {first} pair(s)"
         + (f" ({again} measured again)" if again else "")
-        + f", expected {report.expected_gbs:.2f} GB/s "
-        f"({report.expected_source}), {len(report.flagged)} flagged in {report.seconds:.1f} s"
+        + f", {len(report.flagged)} flagged in {report.seconds:.1f} s; expected "
+        + report.expected_said
     )
     if report.exit_code == 0:
         display.success(line)
@@ -99,6 +93,18 @@ def show_bench(display: Display, report: BenchReport) -> None:
         display.warning(f"{line} (exit {report.exit_code})")
     else:
         display.failure(f"{line} (exit {report.exit_code})")
+
+
+def _sweep_row(size: SizeFigure) -> list[str]:
+    """A size below 64 KiB by its latency, a larger one by its bandwidth."""
+    if shows_latency(size.bytes):
+        bandwidth = ["-", "-", "-"]
+        latency = f"{size.latency_us:.1f}"
+    else:
+        efficiency = "-" if size.efficiency is None else f"{size.efficiency:.0%}"
+        bandwidth = [f"{size.algbw_gbs:.3f}", f"{size.busbw_gbs:.3f}", efficiency]
+        latency = "-"
+    return [message_size(size.bytes), latency, *bandwidth, "exact" if size.exact else "WRONG"]
 
 
 def _show_comparison(display: Display, report: BenchReport) -> None:

@@ -18,7 +18,13 @@ def stand_ins(monkeypatch, slow: str):
         if spec["mode"] == "allreduce":
             return {
                 "sizes": [
-                    {"bytes": n, "algbw_gbs": 0.1, "busbw_gbs": 0.15, "exact": True}
+                    {
+                        "bytes": n,
+                        "seconds": n / 0.1e9,
+                        "algbw_gbs": 0.1,
+                        "busbw_gbs": 0.15,
+                        "exact": True,
+                    }
                     for n in spec["sizes"]
                 ]
             }
@@ -63,3 +69,8 @@ def test_sixteen_nodes_one_slow_is_named_and_every_pair_is_whole(tmp_path, monke
     assert {n for p in first for n in p.nodes} == set(names)
     assert any(line.startswith("  round 1/") for line in said)
     assert report.efficiency_basis == "baseline" and len(report.allreduce) == 14
+    # rounds of 8 pairs: each its own yardstick, and the report says so
+    assert report.expected_source == "median of the faster half of each round's pairs"
+    slow = {p.verdict for p in report.pairs if "node10" in p.nodes}
+    assert slow == {"slow: 10% of expected, below the 60% threshold"}, slow
+    assert {p.verdict for p in report.pairs if "node10" not in p.nodes} == {"ok"}

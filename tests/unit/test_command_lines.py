@@ -794,13 +794,19 @@ def test_bench_commands_split_back(tmp_path, monkeypatch):
     major = measure.mpi_major(plan)
     assert major == 5
     assert shlex.split(commands[0])[:2] == ["/opt/a-b.c/current/bin/mpirun", "--version"]
-    assert measure.run(plan, ["n1", "n2.example-x"], spec, 30.9, major) == {"pairs": []}
+    assert measure.run(plan, ["n1", "n2.example-x"], spec, 30.9, major) == {
+        "pairs": [],
+        "pmls": [],
+    }
     words = shlex.split(commands[1])
     assert words[:5] == ["timeout", "-k", "10", "30", "/opt/a-b.c/current/bin/mpirun"]
     assert words[5:9] == ["--host", "n1:1,n2.example-x:1", "-np", "2"]
     assert "eth0.1@x_y-z" in words
     assert json.loads(words[-1]) == spec
     assert words[-2] == "/etc/mpicluster/smoke/bench_mpi.py"
+    assert "pml_base_verbose" not in words  # the pairs' runs: only the allreduce says its PML
+    sweep = shlex.split(measure.command(plan, ["n1", "n2.example-x"], {"mode": "allreduce"}, 5))
+    assert " ".join(sweep).count("--mca pml_base_verbose 10") == 1
 
 
 def test_smoke_cpu_runs_place_up_to_two_ranks_on_every_node(tmp_path):
