@@ -5,14 +5,17 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test host-packages lint docs unit cluster clean
 
-# mpicluster alone (the demo); with the linters, tests and docs tools (everything else)
+# mpicluster alone (the demo); with the linters, tests and docs tools (everything else).
+# First: $(PYTHON) is 3.11+ and can make a venv (as root, apt-get installs its pythonX.Y-venv).
 $(BIN)/.installed-run: pyproject.toml
+	bash scripts/ensure-python-venv.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
 $(BIN)/.installed: pyproject.toml
+	bash scripts/ensure-python-venv.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'

@@ -3,8 +3,9 @@ packages (as `make demo` installs them) and the system tools a few tests run for
 
     python -m tests.host_packages     # install what is missing (root), else say what
 
-README.md's starting point (git, make, Python's venv) is all a fresh machine needs
-before `make test`; .ci/run installs that and nothing more (tests/unit/test_ci_setup.py).
+README.md's starting point (git, make, Python 3.11+) is all a fresh machine needs
+before `make test`, which installs Python's venv package first when it is missing;
+.ci/run installs that and nothing more (tests/unit/test_ci_setup.py).
 """
 
 from __future__ import annotations

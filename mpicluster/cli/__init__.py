@@ -29,7 +29,7 @@ app = typer.Typer(
     context_settings=HELP_OPTIONS,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
 )
 

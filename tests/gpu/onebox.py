@@ -498,7 +498,7 @@ OMPI_WARNING = re.compile(r"The call to (\w+)\(")
 
 
 def figures(judged) -> dict:
-    """The largest size's bandwidths, for README's table."""
+    """The largest size's bandwidths, for the GPU tables (docs/gpu.md, docs/measurements.md)."""
     if not judged.sizes:
         return {}
     last = judged.sizes[-1]
