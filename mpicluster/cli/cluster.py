@@ -3,6 +3,7 @@ hostfile."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -42,6 +43,14 @@ def up(
             "--full", help="Run every task, even where the probes prove nothing would change."
         ),
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Say what up would do on each node (the stack, the users, the files it "
+            "would write) and change nothing anywhere.",
+        ),
+    ] = False,
 ) -> None:
     """Provision the cluster, then run its smoke test.
 
@@ -50,7 +59,7 @@ def up(
 
     When every node still matches the record the last `up` left (same inventory and
     mpicluster, nothing changed on the node since), the playbooks are skipped and only
-    the smoke test runs.
+    the smoke test runs. --dry-run says what would happen and changes nothing.
 
     Exit codes: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable,
     5 the smoke test failed.
@@ -61,6 +70,9 @@ def up(
     terminate_as_interrupt()
     with guarded(display):
         plan = ClusterPlan.load(inventory)
+        if dry_run:
+            _preview(display, plan, json_output)
+            return
         with PlaybookView(display, [n.name for n in plan.nodes]) as view:
             result = provision(
                 plan, on_event=view, on_progress=display.progress, smoke=smoke, full=full
@@ -70,6 +82,15 @@ def up(
             raise typer.Exit(result.exit_code)
         if not json_output:
             display.success(render.up_summary(result))
+
+
+def _preview(display: Display, plan: ClusterPlan, json_output: bool) -> None:
+    from mpicluster.up.preview import preview
+
+    found = preview(plan, display.progress)
+    render.show(display, found, as_json=json_output)
+    if not json_output:
+        display.success(render.preview_summary(found))
 
 
 def down(
@@ -97,21 +118,39 @@ def down(
             "skeleton is kept, its account locked).",
         ),
     ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="Do not ask first (down asks only on a terminal)."),
+    ] = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Take back what `up` added on every node.
 
-    Files `up` edited come back as they were.
+    Files `up` edited come back as they were. On a terminal it first says what it will
+    remove and asks (--yes skips the question); without a terminal it never waits for an
+    answer. With --node, the other nodes are provisioned again without that node first.
 
     Exit codes as `up`: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable
     (run `down` again when it is back).
     """
-    from mpicluster.down.teardown import teardown
+    from mpicluster.down.teardown import describe, teardown
 
     display = Display()
     terminate_as_interrupt()
     with guarded(display):
         plan = ClusterPlan.load(inventory)
+        said = describe(
+            plan, node=node, keep_stack=keep_stack, keep_key=keep_key, purge_homes=purge_homes
+        )
+        if not yes and interactive():
+            for line in said:
+                display.info(line)
+            if not agreed("Go on?"):
+                display.error("answered no: nothing was changed on any node")
+                raise typer.Exit(exitcodes.FAILED)
+        else:
+            for line in said:
+                display.progress(line)
         with PlaybookView(display, [n.name for n in plan.nodes]) as view:
             result = teardown(
                 plan,
@@ -127,6 +166,19 @@ def down(
             raise typer.Exit(result.exit_code)
         if not json_output:
             display.success(render.down_summary(result))
+
+
+def interactive() -> bool:
+    """Whether a person can answer: input and output are both a terminal."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def agreed(question: str) -> bool:
+    """A person's yes; no answer (end of input, Ctrl-D) is a no."""
+    try:
+        return typer.confirm(question, default=False, err=True)
+    except typer.Abort:
+        return False
 
 
 def smoke(
@@ -228,6 +280,7 @@ EXAMPLES = {
     "validate": examples("mpicluster validate inventories/gpu.yaml"),
     "up": examples(
         "mpicluster up inventories/local.yaml",
+        "mpicluster up inventories/gpu.yaml --dry-run",
         "mpicluster up inventories/gpu.yaml --no-smoke --json",
     ),
     "down": examples(

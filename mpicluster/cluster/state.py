@@ -37,6 +37,15 @@ def cluster_dir(cluster: str) -> Path:
     return state_dir() / "clusters" / cluster
 
 
+def existing_cluster_key(cluster: str) -> ClusterKey | None:
+    """The cluster's key pair if it was made (None: not yet), nothing made or checked."""
+    public = cluster_dir(cluster) / "id_ed25519.pub"
+    private = cluster_dir(cluster) / "id_ed25519"
+    if not (private.exists() and public.exists()):
+        return None
+    return ClusterKey(private, public.read_text().strip())
+
+
 def ensure_cluster_key(cluster: str) -> ClusterKey:
     """Load the cluster's key pair, making it on first use."""
     directory = cluster_dir(cluster)

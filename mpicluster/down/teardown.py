@@ -88,6 +88,57 @@ def check_node(plan: ClusterPlan, node: str) -> None:
         raise UsageError(f"--node {node}: the cluster's only node; use `mpicluster down`")
 
 
+def describe(
+    plan: ClusterPlan,
+    *,
+    node: str | None = None,
+    keep_stack: bool = False,
+    keep_key: bool = False,
+    purge_homes: bool = False,
+) -> list[str]:
+    """What `down` with these options will do, in lines, before it reaches any node: what
+    `down` asks its question about (and says without a terminal)."""
+    if node is not None:
+        check_node(plan, node)
+    names = [n.name for n in plan.nodes]
+    targets = [node] if node else names
+    lines = [
+        f"mpicluster down takes back what up added on {len(targets)} node(s) of cluster "
+        f"{plan.cluster}: {', '.join(targets)}"
+    ]
+    if node is not None:
+        others = [name for name in names if name != node]
+        lines.append(
+            f"first, the other {len(others)} node(s) ({', '.join(others)}) are provisioned "
+            f"again without {node} (every task of up, then its smoke test): they stop "
+            f"trusting and naming it"
+        )
+    lines.append(
+        "the MPI stack under "
+        f"{plan.stack.prefix}: " + ("kept (--keep-stack)" if keep_stack else "removed")
+    )
+    lines.append(
+        "the cluster's SSH trust, /etc/environment's block, /etc/hosts' lines, "
+        "/etc/mpicluster: removed (files up edited come back as they were)"
+    )
+    if plan.users:
+        homes = (
+            "removed (--purge-homes)"
+            if purge_homes
+            else "kept where they hold more than the skeleton (the account locked)"
+        )
+        lines.append(
+            f"the users' accounts ({', '.join(u.name for u in plan.users)}): removed; "
+            f"their homes {homes}"
+        )
+    if node is None:
+        lines.append(
+            f"this machine's key and state for the cluster ({cluster_dir(plan.cluster)}): "
+            + ("kept (--keep-key)" if keep_key else "removed once every node is down")
+        )
+    return lines
+
+
 def teardown(
     plan: ClusterPlan,
     *,

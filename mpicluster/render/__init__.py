@@ -13,9 +13,17 @@ from typing import Any
 
 from mpicluster.render.display import Display, styled
 from mpicluster.render.playbook import PlaybookView
-from mpicluster.render.up import down_summary, up_summary
+from mpicluster.render.up import down_summary, preview_summary, up_summary
 
-__all__ = ["Display", "PlaybookView", "down_summary", "show", "styled", "up_summary"]
+__all__ = [
+    "Display",
+    "PlaybookView",
+    "down_summary",
+    "preview_summary",
+    "show",
+    "styled",
+    "up_summary",
+]
 
 
 def show(display: Display, result: Any, *, as_json: bool = False, **options: Any) -> None:
@@ -31,10 +39,12 @@ def show(display: Display, result: Any, *, as_json: bool = False, **options: Any
     from mpicluster.render import bench, doctor, local, stack, up
     from mpicluster.smoke.steps import SmokeReport
     from mpicluster.stack.prepare import FetchResult
+    from mpicluster.up.preview import UpPreview
     from mpicluster.up.provision import UpResult
 
     renderers = {
         UpResult: up.show_up,
+        UpPreview: up.show_preview,
         DownResult: up.show_down,
         SmokeReport: up.show_smoke,
         DoctorReport: doctor.show_doctor,

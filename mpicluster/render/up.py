@@ -10,6 +10,7 @@ from mpicluster.nodes.ansible_run import PlaybookResult
 from mpicluster.render.display import Display, mark, styled
 from mpicluster.slurm.smoke_steps import SlurmSmoke
 from mpicluster.smoke.steps import AllreduceResult, GpuSmoke, SmokeReport
+from mpicluster.up.preview import UpPreview
 from mpicluster.up.provision import UpResult
 from mpicluster.util.text import message_size
 
@@ -52,6 +53,67 @@ def show_down(display: Display, result: DownResult) -> None:
                 "the cluster's key and state on this machine are kept: run the same "
                 "`mpicluster down` again once every node can be reached"
             )
+
+
+def show_preview(display: Display, result: UpPreview) -> None:
+    """`up --dry-run`: one line per node, then what would change on it."""
+    rows = [
+        [
+            escape(node.name),
+            escape(node.system),
+            _record_word(node.record),
+            escape(node.stack),
+            f"{len(node.files)} of {len(node.files) + node.files_same}",
+        ]
+        for node in result.nodes
+    ]
+    display.table(
+        f"mpicluster up --dry-run: {result.cluster} (nothing was changed)",
+        ["node", "system", "last up", "MPI stack", "files to write"],
+        rows,
+    )
+    reasons = {node.record for node in result.nodes if node.record}
+    for node in result.nodes:
+        if node.record and len(reasons) > 1:
+            display.info(f"{node.name}: {node.record}")
+        for path in node.changed_since:
+            display.info(f"{node.name}: {path} changed since the last up: up puts it back")
+        for change in node.files:
+            display.info(f"{node.name}: {change.path}: {PREVIEW_STATES[change.state]}")
+        for words in node.users:
+            display.info(f"{node.name}: {words}")
+        if node.cordon:
+            display.info(f"{node.name}: {node.cordon}: left out of the smoke test")
+    for note in result.notes:
+        display.info(note)
+    if result.runs_playbooks:
+        display.info(f"up would run every task: {result.why}")
+    else:
+        display.info("up would change nothing: every node matches the last up's record")
+
+
+def _record_word(record: str) -> str:
+    if not record:
+        return "matches"
+    return "none" if record.startswith("no record") else "differs"
+
+
+PREVIEW_STATES = {
+    "new": "would be written (not there yet)",
+    "differs": "would be rewritten (its content differs)",
+    "mode": "its mode would be set again",
+    "unreadable": "cannot be read here: up decides on the node",
+}
+
+
+def preview_summary(result: UpPreview) -> str:
+    changing = sum(1 for node in result.nodes if node.files or node.changed_since or node.users)
+    if not result.runs_playbooks:
+        return f"cluster {result.cluster}: up would change nothing (dry run, nothing changed)"
+    return (
+        f"cluster {result.cluster}: up would run every task; files would change on "
+        f"{changing} of {len(result.nodes)} node(s) (dry run, nothing changed)"
+    )
 
 
 def up_summary(result: UpResult) -> str:

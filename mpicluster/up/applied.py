@@ -140,7 +140,7 @@ def judge(
             owner = seen.get("cluster")
             why = f"of cluster {owner}" if owner else "that cannot be read"
             return Verdict(False, f"{name}'s record of the last up is one {why}")
-        different = _inputs_differ(seen.get("inputs"), inputs)
+        different = inputs_differ(seen.get("inputs"), inputs)
         if different:
             return Verdict(False, f"{different} changed since the last up")
         changed = seen.get("changed") or []
@@ -150,7 +150,7 @@ def judge(
     return Verdict(True)
 
 
-def _inputs_differ(was: Any, now: dict[str, Any]) -> str:
+def inputs_differ(was: Any, now: dict[str, Any]) -> str:
     """What differs between the recorded inputs and this run's ('' for nothing)."""
     if not isinstance(was, dict) or set(was) != set(now):
         return "mpicluster (the record's form)"

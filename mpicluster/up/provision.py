@@ -26,7 +26,13 @@ from mpicluster.cluster.layout import (
     USERS_RECORD,
 )
 from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.cluster.state import ClusterKey, cluster_dir, cluster_lock, ensure_cluster_key
+from mpicluster.cluster.state import (
+    ClusterKey,
+    cluster_dir,
+    cluster_lock,
+    ensure_cluster_key,
+    existing_cluster_key,
+)
 from mpicluster.nodes import facts as node_facts
 from mpicluster.nodes import supported
 from mpicluster.nodes.ansible_run import EventSink, PlaybookResult, run_playbook
@@ -34,6 +40,7 @@ from mpicluster.smoke import SmokeReport, run_smoke
 from mpicluster.stack import StackPlan, prepare_stack
 from mpicluster.up import accounts, applied
 from mpicluster.util import exitcodes, templates
+from mpicluster.util.errors import MpiclusterError
 from mpicluster.util.paths import data_path
 
 Progress = Callable[[str], None]
@@ -129,6 +136,26 @@ class ControlFiles:
     def ensure(cls, plan: ClusterPlan) -> ControlFiles:
         munge = slurm.ensure_munge_key(plan.cluster) if plan.scheduler else None
         return cls(ensure_cluster_key(plan.cluster), munge)
+
+    @classmethod
+    def peek(cls, plan: ClusterPlan, notes: list[str]) -> ControlFiles:
+        """The files as they are, none made (a dry run): a key not made yet is said in
+        `notes` and stands in as a placeholder (no node has it either)."""
+        key = existing_cluster_key(plan.cluster)
+        if key is None:
+            notes.append(
+                f"the cluster's SSH key would be made on this machine ({cluster_dir(plan.cluster)})"
+            )
+            key = ClusterKey(
+                cluster_dir(plan.cluster) / "id_ed25519",
+                f"ssh-ed25519 (not made yet) mpicluster:{plan.cluster}",
+            )
+        munge = None
+        if plan.scheduler:
+            munge = slurm.munge_key_path(plan.cluster)
+            if not munge.exists():
+                notes.append(f"Slurm's munge key would be made on this machine ({munge})")
+        return cls(key, munge)
 
 
 def extravars(
@@ -292,31 +319,9 @@ def _provision(
     progress = on_progress or (lambda message: None)
     started = time.monotonic()
     result = UpResult(plan.cluster, nodes=len(plan.nodes))
-    progress(f"Reaching {len(plan.nodes)} node(s) over SSH")
-    facts = node_facts.gather(plan, applied=True, users=[user.name for user in plan.users])
-    supported.check(plan, facts)
-    node_facts.check_gpus(plan, facts)
-    kept = accounts.earlier(facts)
-    made = accounts.UsersPlan(tuple(accounts.plan_accounts(plan.users, facts, kept)), kept)
-    cordoned = cordons.newest(cordons.parse(seen.get("cordons")) for seen in facts.values())
-    variables = extravars(plan, node_facts.cores(facts), ControlFiles.ensure(plan), cordoned, made)
-    stack = StackPlan()
-    if plan.stack.install == "source":
-        stack = prepare_stack(plan, facts, progress)
-        node_facts.check_no_job(facts, stack.installers, "switching to the new stack")
-        for line in describe_plan(stack):
-            progress(line)
-        variables |= stack.variables
-    host_vars = rdma_host_vars(plan, facts, stack.host_vars)
-    variables["mpicluster_applied_inputs"] = applied.inputs_digest(
-        plan, variables, host_vars, facts
-    )
-    verdict = applied.judge(
-        plan.cluster,
-        variables["mpicluster_applied_inputs"],
-        facts,
-        sorted(set(stack.builders) | set(stack.installers) | set(stack.packages_to)),
-    )
+    found = survey(plan, progress)
+    facts, cordoned, stack = found.facts, found.cordoned, found.stack
+    variables, host_vars, verdict = found.variables, found.host_vars, found.verdict
     result.probe_seconds = time.monotonic() - started
     if full:
         result.why = "--full"
@@ -358,6 +363,68 @@ def _provision(
         result.smoke = run_smoke(smoked(plan, cordoned, progress), progress)
     result.seconds = time.monotonic() - started
     return result
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What `up` learns and decides before any change: every node's probe, the users'
+    accounts, the cordons, the stack's plan, the playbooks' inputs and the fast path's
+    verdict. `up --dry-run` shows it; `up` acts on it."""
+
+    facts: dict[str, dict[str, Any]]
+    users: accounts.UsersPlan
+    cordoned: CordonState
+    stack: StackPlan
+    variables: dict[str, Any]
+    host_vars: dict[str, dict[str, Any]]
+    verdict: applied.Verdict
+    #: Only in a dry run: what up would do first on this machine (a key to make,
+    #: sources to download), said instead of done.
+    control_notes: tuple[str, ...] = ()
+
+
+def survey(plan: ClusterPlan, progress: Progress, *, dry_run: bool = False) -> Survey:
+    """Probe every node and plan the run. `dry_run`: change nothing anywhere (no key or
+    munge key made, no source downloaded: what is missing is said in `control_notes`),
+    and say what a check that would stop `up` found instead of raising it."""
+    progress(f"Reaching {len(plan.nodes)} node(s) over SSH")
+    facts = node_facts.gather(plan, applied=True, users=[user.name for user in plan.users])
+    supported.check(plan, facts)
+    node_facts.check_gpus(plan, facts)
+    kept = accounts.earlier(facts)
+    made = accounts.UsersPlan(tuple(accounts.plan_accounts(plan.users, facts, kept)), kept)
+    cordoned = cordons.newest(cordons.parse(seen.get("cordons")) for seen in facts.values())
+    notes: list[str] = []
+    files = ControlFiles.peek(plan, notes) if dry_run else ControlFiles.ensure(plan)
+    variables = extravars(plan, node_facts.cores(facts), files, cordoned, made)
+    stack = StackPlan()
+    if plan.stack.install == "source":
+        try:
+            stack = prepare_stack(plan, facts, progress, offline=dry_run)
+        except MpiclusterError as exc:
+            if not dry_run:
+                raise
+            notes.append(f"the stack cannot be planned offline: {exc.message}")
+        try:
+            node_facts.check_no_job(facts, stack.installers, "switching to the new stack")
+        except MpiclusterError as exc:
+            if not dry_run:
+                raise
+            notes.append(exc.message)
+        for line in describe_plan(stack):
+            progress(line)
+        variables |= stack.variables
+    host_vars = rdma_host_vars(plan, facts, stack.host_vars)
+    variables["mpicluster_applied_inputs"] = applied.inputs_digest(
+        plan, variables, host_vars, facts
+    )
+    verdict = applied.judge(
+        plan.cluster,
+        variables["mpicluster_applied_inputs"],
+        facts,
+        sorted(set(stack.builders) | set(stack.installers) | set(stack.packages_to)),
+    )
+    return Survey(facts, made, cordoned, stack, variables, host_vars, verdict, tuple(notes))
 
 
 def smoked(plan: ClusterPlan, cordoned: CordonState, progress: Progress) -> ClusterPlan:
