@@ -13,6 +13,7 @@ import typer
 from mpicluster import __version__
 from mpicluster.cli import bench, cluster, doctor, jobs, local, nodes, run
 from mpicluster.cli.help import HELP_OPTIONS, Command, examples
+from mpicluster.render.display import show_command_log
 from mpicluster.util import exitcodes
 
 app = typer.Typer(
@@ -46,8 +47,19 @@ def root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show every command mpicluster runs (over SSH, here, ansible-playbook) on "
+            "stderr, secrets hidden. Before the command: mpicluster -v up ...",
+        ),
+    ] = False,
 ) -> None:
     """Turn SSH-reachable Linux machines into a verified MPI/GPU cluster."""
+    if verbose:
+        show_command_log()
 
 
 for module in (cluster, doctor, bench, nodes, run, jobs):

@@ -3,7 +3,6 @@ hostfile."""
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -142,10 +141,10 @@ def down(
         said = describe(
             plan, node=node, keep_stack=keep_stack, keep_key=keep_key, purge_homes=purge_homes
         )
-        if not yes and interactive():
+        if not yes and display.can_ask():
             for line in said:
                 display.info(line)
-            if not agreed("Go on?"):
+            if not display.ask("Go on?"):
                 display.error("answered no: nothing was changed on any node")
                 raise typer.Exit(exitcodes.FAILED)
         else:
@@ -166,19 +165,6 @@ def down(
             raise typer.Exit(result.exit_code)
         if not json_output:
             display.success(render.down_summary(result))
-
-
-def interactive() -> bool:
-    """Whether a person can answer: input and output are both a terminal."""
-    return sys.stdin.isatty() and sys.stdout.isatty()
-
-
-def agreed(question: str) -> bool:
-    """A person's yes; no answer (end of input, Ctrl-D) is a no."""
-    try:
-        return typer.confirm(question, default=False, err=True)
-    except typer.Abort:
-        return False
 
 
 def smoke(

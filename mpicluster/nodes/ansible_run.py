@@ -26,7 +26,7 @@ import yaml
 from mpicluster import remote
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import host_keys
-from mpicluster.util import exitcodes
+from mpicluster.util import commandlog, exitcodes
 from mpicluster.util.files import write_atomic
 from mpicluster.util.paths import data_path
 from mpicluster.util.text import last_line, lines_of
@@ -299,6 +299,7 @@ def run_playbook(
     bin_dir = str(Path(sys.executable).parent)
     envvars = runner_env(run_dir, bin_dir)
     cmdline = f"-e @{shlex.quote(str(run_dir / 'vars.yml'))}"
+    commandlog.ran("ansible", command)
     thread, runner = ansible_runner.run_async(
         private_data_dir=str(run_dir / "runner"),
         project_dir=str(data_path("playbooks")),

@@ -34,6 +34,7 @@ from mpicluster.cluster.inventory import Node, ResolvedSsh
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import host_keys
 from mpicluster.nodes.host_keys import UnknownHostKey
+from mpicluster.util import commandlog
 
 DEFAULT_WORKERS = 64
 
@@ -217,6 +218,7 @@ def run_on(
 ) -> RemoteResult:
     ssh = plan.node_ssh(node)
     started = time.monotonic()
+    commandlog.ran(node.name, command, stdin=stdin)
     try:
         conn = connect(ssh)
     except Exception as exc:  # every failure to connect becomes a result, never a crash

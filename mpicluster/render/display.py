@@ -87,6 +87,20 @@ class Display:
         elapsed = time.monotonic() - self.started
         self.err.print(f"[dim]{elapsed:7.1f}s[/] {escape(message)}")
 
+    def can_ask(self) -> bool:
+        """Whether a person can answer a question: input and output are a terminal."""
+        return sys.stdin.isatty() and sys.stdout.isatty()
+
+    def ask(self, question: str) -> bool:
+        """A person's yes to `question` [y/N] (on stderr); no answer (Ctrl-D) is a no."""
+        import typer
+
+        try:
+            return typer.confirm(question, default=False, err=True)
+        except typer.Abort:
+            self.err.print()
+            return False
+
     def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
         """A table; cells are rich markup (escape plain text with `escape`)."""
         table = Table(title=title, title_justify="left", show_lines=False)
@@ -101,3 +115,16 @@ class Display:
 
     def json(self, data: Any) -> None:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def show_command_log() -> None:
+    """-v: the core's command log (util/commandlog.py) on stderr, a line per command."""
+    import logging
+
+    from mpicluster.util import commandlog
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("  run %(message)s"))
+    commandlog.LOG.addHandler(handler)
+    commandlog.LOG.setLevel(logging.INFO)
+    commandlog.LOG.propagate = False

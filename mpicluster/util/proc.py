@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpicluster.util import commandlog
 from mpicluster.util.errors import CommandError, ToolMissingError
 
 LineSink = Callable[[str], None]
@@ -42,6 +44,7 @@ def run(
     times out, or fails and `check` is true.
     """
     full_env = {**os.environ, **env} if env is not None else None
+    commandlog.ran("local", shlex.join(argv), stdin=input_bytes)
     try:
         if on_line is None:
             done = subprocess.run(

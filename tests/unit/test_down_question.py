@@ -53,7 +53,8 @@ def on_a_terminal(
     `answer` (None: end of input, as Ctrl-D). Its output and exit code."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the pty is its terminal
-        os.execvpe(sys.executable, [sys.executable, "-m", "mpicluster", *argv], env)
+        # the real command, exec'd in the pty's child: no shell, argv as given
+        os.execvpe(sys.executable, [sys.executable, "-m", "mpicluster", *argv], env)  # noqa: S606
     out = b""
     asked = False
     deadline = time.monotonic() + timeout
