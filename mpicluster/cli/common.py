@@ -33,7 +33,7 @@ def renamed(old: str, new: str) -> Callable[[Any], Any]:
 
     def say(value: Any) -> Any:
         if value not in (None, [], ()):
-            typer.echo(f"note: {old} is now {new} (the old name still works)", err=True)
+            Display().note(f"{old} is now {new} (the old name still works)")
         return value
 
     return say

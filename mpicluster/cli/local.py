@@ -30,9 +30,19 @@ UP_EXAMPLES = examples(
 )
 
 
+CountOpt = Annotated[int, typer.Option("--count", metavar="N", help="Number of nodes.", min=1)]
+#: --count's old name (`local up --nodes N`), hidden: --nodes names nodes everywhere else.
+OldCountOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nodes", hidden=True, metavar="N", min=1, callback=renamed("--nodes N", "--count N")
+    ),
+]
+
+
 @app.command("up", cls=Command, epilog=UP_EXAMPLES)
 def local_up(
-    count: Annotated[int, typer.Option("--count", metavar="N", help="Number of nodes.", min=1)] = 3,
+    count: CountOpt = 3,
     name: Annotated[
         str, typer.Option(metavar="NAME", help="Cluster name (several may coexist).")
     ] = "local",
@@ -71,16 +81,7 @@ def local_up(
             "one per node, e.g. bookworm,trixie,trixie (a mixed cluster).",
         ),
     ] = "bookworm",
-    nodes: Annotated[
-        int | None,
-        typer.Option(
-            "--nodes",
-            hidden=True,
-            metavar="N",
-            min=1,
-            callback=renamed("--nodes N", "--count N"),
-        ),
-    ] = None,
+    nodes: OldCountOpt = None,
 ) -> None:
     """Start (or update) the local cluster and write its inventory.
 

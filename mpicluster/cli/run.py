@@ -234,14 +234,9 @@ def run(
     display = Display(messages_on_stderr=True)
     with guarded(display):
         plan = ClusterPlan.load(inventory)
-        via = _judged(plan, via, launcher, hang_timeout, keep_hung, sync, sync_to)
+        via = _judged(plan, via, launcher, hang_timeout, keep_hung, sync, sync_to, detach)
         collect = _collect_judged(setup, collect, collect_from, via)
-        if detach and via == "slurm" and hang_timeout is not None:
-            raise UsageError(
-                "--hang-timeout: a detached Slurm job ends at its time limit instead "
-                "(scheduler's default_time); use --via mpirun to watch it"
-            )
-        chosen = node_choice.split([*(nodes or ()), *(hosts or ())])
+        chosen = node_choice.split([*(nodes or ()), *(hosts or ())])  # --hosts: the old name
         options = _options(
             program, np, per_node, chosen, map_by, env, env_file, torch, launcher, debug, via
         )
@@ -282,6 +277,7 @@ def _judged(
     keep_hung: bool,
     sync: Path | None,
     sync_to: str | None,
+    detach: bool,
 ) -> str:
     """The options judged before anything reaches a node (--inspect included); the
     --via to use."""
@@ -297,6 +293,11 @@ def _judged(
         via = "slurm" if plan.scheduler is not None else "mpirun"
     if via not in VIAS:
         raise UsageError(f"--via {via!r}: one of {', '.join(VIAS)}")
+    if detach and via == "slurm" and hang_timeout is not None:
+        raise UsageError(
+            "--hang-timeout: a detached Slurm job ends at its time limit instead "
+            "(scheduler's default_time); use --via mpirun to watch it"
+        )
     return via
 
 

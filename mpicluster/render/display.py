@@ -54,6 +54,10 @@ class Display:
             text += f" [dim](hint: {escape(hint)})[/]"
         self.err.print(text)
 
+    def note(self, message: str) -> None:
+        """One line on stderr, whatever the command's stdout carries: `note: ...`."""
+        self.err.print(f"note: {escape(message)}")
+
     def problems(self, lines: list[str]) -> None:
         for line in lines:
             self.err.print(f"[bold red]error:[/] {escape(line)}")

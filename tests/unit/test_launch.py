@@ -75,7 +75,7 @@ def test_np_per_node_and_hosts_place_ranks_in_order():
     [
         ({"np": 7}, "more than the 6 slot(s)"),
         ({"np": 0}, "at least 1"),
-        ({"hosts": ("node9",)}, "no node 'node9'"),
+        ({"hosts": ("node9",)}, "--nodes 'node9': no such node"),
         ({"hosts": ("node1", "node1")}, "twice"),
         ({"env": ("1BAD=x",)}, "not NAME or NAME=VALUE"),
         ({"env": ("UNSET_HERE",)}, "not set here"),
