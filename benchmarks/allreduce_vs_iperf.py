@@ -126,7 +126,7 @@ def main() -> None:
     if not args.no_up:
         mpicluster("local", "down", "--name", NAME, check=False)
         mpicluster(
-            "local", "up", "--name", NAME, "--nodes", "2", "--subnet", SUBNET,
+            "local", "up", "--name", NAME, "--count", "2", "--subnet", SUBNET,
             "--inventory", str(generated),
         )  # fmt: skip
         stack = {"install": "source"} if args.source else {"install": "packages"}

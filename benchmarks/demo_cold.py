@@ -121,7 +121,7 @@ def main() -> None:
         shutil.rmtree(WORK, ignore_errors=True)
         WORK.mkdir()
         seconds, _ = timed(
-            "local", "up", "--name", NAME, "--nodes", "3", "--subnet", SUBNET,
+            "local", "up", "--name", NAME, "--count", "3", "--subnet", SUBNET,
             "--inventory", str(WORK / "generated.yaml"),
         )  # fmt: skip
         print(f"local up (3 nodes)  {seconds:6.1f} s")

@@ -71,7 +71,7 @@ def main() -> None:
                 "up",
                 "--name",
                 NAME,
-                "--nodes",
+                "--count",
                 "3",
                 "--subnet",
                 SUBNET,

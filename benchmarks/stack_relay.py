@@ -122,7 +122,7 @@ def main() -> None:
     mpicluster("local", "down", "--name", NAME, check=False)
     started = time.monotonic()
     mpicluster(
-        "local", "up", "--name", NAME, "--nodes", str(args.nodes), "--subnet", SUBNET,
+        "local", "up", "--name", NAME, "--count", str(args.nodes), "--subnet", SUBNET,
         "--inventory", str(generated),
     )  # fmt: skip
     inventory_with(generated, cluster.inventory, stack={"install": "packages"})

@@ -54,7 +54,7 @@ def cluster(nodes: int, work: Path, openmpi: dict, *, fresh: bool) -> Path:
         "up",
         "--name",
         NAME,
-        "--nodes",
+        "--count",
         str(nodes),
         "--subnet",
         SUBNET,

@@ -64,7 +64,7 @@ def main() -> None:
     generated = work / "generated.yaml"
     mpicluster("local", "down", "--name", NAME, check=False)
     mpicluster(
-        "local", "up", "--name", NAME, "--nodes", str(args.nodes), "--subnet", SUBNET,
+        "local", "up", "--name", NAME, "--count", str(args.nodes), "--subnet", SUBNET,
         "--inventory", str(generated), timeout=1800,
     )  # fmt: skip
     try:

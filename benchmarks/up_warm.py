@@ -117,7 +117,7 @@ def main() -> None:
     generated, inventory = work / "generated.yaml", work / "inventory.yaml"
     mpicluster("local", "down", "--name", NAME, check=False)
     mpicluster(
-        "local", "up", "--name", NAME, "--nodes", str(args.nodes), "--subnet", SUBNET,
+        "local", "up", "--name", NAME, "--count", str(args.nodes), "--subnet", SUBNET,
         "--inventory", str(generated), *cuda,
     )  # fmt: skip
     data = yaml.safe_load(generated.read_text())

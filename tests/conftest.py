@@ -89,7 +89,7 @@ def start_local_cluster(
         "up",
         "--name",
         name,
-        "--nodes",
+        "--count",
         str(nodes),
         "--subnet",
         subnet,

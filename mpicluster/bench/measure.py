@@ -38,7 +38,7 @@ def shows_latency(nbytes: int) -> bool:
 class MeasureFailed(MpiclusterError):
     """bench's MPI program did not report (mpirun failed, hung or printed no result)."""
 
-    exit_code = exitcodes.DOCTOR_FAIL
+    exit_code = exitcodes.CHECK_FAILED
 
 
 def mpi_major(plan: ClusterPlan) -> int:
@@ -72,7 +72,10 @@ def run(plan: ClusterPlan, names: list[str], spec: dict, timeout: float, major: 
         plan, head, f"timeout -k 10 {int(timeout)} {line}", timeout=timeout + 30
     )
     if done.error:
-        raise MeasureFailed(f"could not start mpirun on {head.name}: {done.error}")
+        raise MeasureFailed(
+            f"could not start mpirun on {head.name}: {done.error}",
+            exit_code=exitcodes.HOSTS_UNREACHABLE,
+        )
     if done.exit_code in (124, 137):
         raise MeasureFailed(
             f"bench's {spec['mode']} run did not end in {timeout:.0f} s on {', '.join(names)}",

@@ -159,9 +159,9 @@ class BenchReport:
     @property
     def exit_code(self) -> int:
         return {
-            "fail": exitcodes.DOCTOR_FAIL,
-            "warn": exitcodes.DOCTOR_WARN,
-        }.get(self.status, exitcodes.DOCTOR_PASS)
+            "fail": exitcodes.CHECK_FAILED,
+            "warn": exitcodes.WARNINGS,
+        }.get(self.status, exitcodes.OK)
 
     def to_dict(self) -> dict:
         return {

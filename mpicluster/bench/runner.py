@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from mpicluster.bench import gpu, measure, network, schedule, verdict
 from mpicluster.bench.report import BenchReport, PairFigure, SizeFigure
+from mpicluster.cluster import node_choice
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import pairs as pair_plan
 from mpicluster.util.errors import UsageError
@@ -30,10 +31,8 @@ def check_options(plan: ClusterPlan, nodes: list[str] | None, expect: float | No
         raise UsageError(f"--expect {expect}: must be a bandwidth in GB/s above 0")
     names = [n.name for n in plan.nodes]
     if nodes:
-        unknown = [n for n in nodes if n not in names]
-        if unknown:
-            raise UsageError(f"--nodes {unknown[0]!r}: no such node (one of: {', '.join(names)})")
-        names = [n for n in names if n in nodes]
+        chosen = node_choice.check(names, nodes)
+        names = [n for n in names if n in chosen]
     if len(names) < 2:
         raise UsageError("bench needs two nodes or more: it measures pairs")
     return names

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from mpicluster import render
-from mpicluster.cli.common import InventoryArg, guarded
+from mpicluster.cli.common import NODES_METAVAR, InventoryArg, guarded
 from mpicluster.cli.help import examples
+from mpicluster.cluster import node_choice
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 from mpicluster.util import exitcodes
@@ -17,7 +18,10 @@ from mpicluster.util import exitcodes
 NodesOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--nodes", metavar="NODE", help="Measure only these nodes (repeatable).", show_default=False
+        "--nodes",
+        metavar=NODES_METAVAR,
+        help="Measure only these nodes, comma-separated or repeated.",
+        show_default=False,
     ),
 ]
 SeedOpt = Annotated[
@@ -90,21 +94,22 @@ def bench(
     With --cordon, each slow node is cordoned (`mpicluster cordon`) and the ones bench
     cordoned before and measures fast now returned, each said in one line after the report.
 
-    Exit codes: 0 nothing flagged, 1 no baseline (iperf3 missing), 2 a slow node or link
-    (also: bad input, a run that failed), 130 interrupted.
+    Exit codes: 0 nothing flagged, 1 bench itself failed (an internal error), 2 bad
+    input, 4 a node could not be reached, 5 a slow node or link, a wrong result or a
+    run that failed, 6 warnings only (no baseline: iperf3 missing), 130 interrupted.
     """
     from mpicluster.bench import cordon_findings, history, plots, run_bench
     from mpicluster.cli.nodes import follow_findings
     from mpicluster.render.nodes import show_applied
 
     display = Display(quiet=json_output)
-    with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
+    with guarded(display):
         plan = ClusterPlan.load(inventory)
         if report_dir is not None:
             plots.check_folder(report_dir)
         report = run_bench(
             plan,
-            nodes=nodes,
+            nodes=list(node_choice.split(nodes)) or None,
             all_pairs=all_pairs,
             seed=seed,
             expect=expect,
@@ -121,7 +126,7 @@ def bench(
         render.show(display, report, as_json=json_output)
         if applied is not None and not json_output:
             show_applied(display, applied)
-        if report.exit_code != exitcodes.DOCTOR_PASS:
+        if report.exit_code != exitcodes.OK:
             raise typer.Exit(report.exit_code)
 
 
@@ -131,5 +136,6 @@ EXAMPLES = {
     "bench": examples(
         "mpicluster bench inventories/gpu.yaml",
         "mpicluster bench inventories/gpu.yaml --quick --compare --report bench-report",
+        "mpicluster bench inventories/gpu.yaml --nodes gpu01,gpu02,gpu03",
     ),
 }

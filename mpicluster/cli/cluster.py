@@ -8,13 +8,20 @@ from typing import Annotated
 import typer
 
 from mpicluster import render
-from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
+from mpicluster.cli.common import (
+    InventoryArg,
+    JsonOpt,
+    guarded,
+    old_name,
+    terminate_as_interrupt,
+)
 from mpicluster.cli.help import choices, examples
-from mpicluster.cluster import hostfiles
+from mpicluster.cluster import hostfiles, node_choice
 from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display, PlaybookView
 from mpicluster.util import exitcodes
+from mpicluster.util.errors import UsageError
 
 
 def validate(inventory: InventoryArg) -> None:
@@ -60,8 +67,8 @@ def up(
     mpicluster, nothing changed on the node since), the playbooks are skipped and only
     the smoke test runs. --dry-run says what would happen and changes nothing.
 
-    Exit codes: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable,
-    5 the smoke test failed.
+    Exit codes: 0 ok, 1 another failure (a build, a missing tool), 2 bad input, 3 a host
+    failed a task, 4 a host was unreachable, 5 the smoke test failed, 130 interrupted.
     """
     from mpicluster.up.provision import provision
 
@@ -94,12 +101,14 @@ def _preview(display: Display, plan: ClusterPlan, json_output: bool) -> None:
 
 def down(
     inventory: InventoryArg,
-    node: Annotated[
-        str | None,
+    nodes: Annotated[
+        list[str] | None,
         typer.Option(
-            "--node",
+            "--nodes",
             metavar="NODE",
-            help="Take only this node out; the others are provisioned again without it.",
+            help="Take only this node out (one at a time); the others are provisioned "
+            "again without it.",
+            show_default=False,
         ),
     ] = None,
     keep_stack: Annotated[
@@ -122,24 +131,30 @@ def down(
         typer.Option("--yes", "-y", help="Do not ask first (down asks only on a terminal)."),
     ] = False,
     json_output: JsonOpt = False,
+    node: Annotated[list[str] | None, old_name("--node", "--nodes", "NODE")] = None,
 ) -> None:
     """Take back what `up` added on every node.
 
     Files `up` edited come back as they were. On a terminal it first says what it will
     remove and asks (--yes skips the question); without a terminal it never waits for an
-    answer. With --node, the other nodes are provisioned again without that node first.
+    answer. With --nodes, the other nodes are provisioned again without that node first.
 
-    Exit codes as `up`: 0 ok, 2 bad input, 3 a host failed, 4 a host was unreachable
-    (run `down` again when it is back).
+    Exit codes as `up`: 0 ok, 1 another failure, 2 bad input, 3 a host failed a task,
+    4 a host was unreachable (run `down` again when it is back), 5 with --nodes, the
+    smoke test of the other nodes failed, 130 interrupted.
     """
     from mpicluster.down.teardown import describe, teardown
 
     display = Display()
     terminate_as_interrupt()
     with guarded(display):
+        chosen = node_choice.split([*(nodes or ()), *(node or ())])
+        if len(chosen) > 1:
+            raise UsageError("down takes one node at a time: give --nodes NODE once")
         plan = ClusterPlan.load(inventory)
+        one = chosen[0] if chosen else None
         said = describe(
-            plan, node=node, keep_stack=keep_stack, keep_key=keep_key, purge_homes=purge_homes
+            plan, node=one, keep_stack=keep_stack, keep_key=keep_key, purge_homes=purge_homes
         )
         if not yes and display.can_ask():
             for line in said:
@@ -153,7 +168,7 @@ def down(
         with PlaybookView(display, [n.name for n in plan.nodes]) as view:
             result = teardown(
                 plan,
-                node=node,
+                node=one,
                 keep_stack=keep_stack,
                 keep_key=keep_key,
                 purge_homes=purge_homes,
@@ -183,7 +198,8 @@ def smoke(
     Every node logs in to every other (above 8 nodes: a ring and a sample) and reads
     its environment; then one allreduce runs across all nodes.
 
-    Exit codes: 0 passed, 2 bad input, 5 the smoke test failed.
+    Exit codes: 0 passed, 1 an internal error, 2 bad input, 5 the smoke test failed
+    (a node it could not reach fails it too).
     """
     from mpicluster.smoke.steps import run_smoke
 
@@ -193,7 +209,7 @@ def smoke(
         report = run_smoke(plan, display.progress, all_pairs=all_pairs)
         render.show(display, report, as_json=json_output)
         if not report.ok:
-            raise typer.Exit(exitcodes.SMOKE_FAILED)
+            raise typer.Exit(exitcodes.CHECK_FAILED)
 
 
 def fetch(
@@ -218,6 +234,9 @@ def fetch(
     Each download is verified by its sha256.
     Run it where the internet (or sources.mirror) is reachable; `up` then needs no
     download, so nodes and an air-gapped control machine work offline.
+
+    Exit codes: 0 every source is in the cache, 1 a download failed, 2 bad input, 4 a
+    node could not be asked its Python (give --python).
     """
     from mpicluster.stack.prepare import fetch_for
 
@@ -246,9 +265,11 @@ def hostfile(
     """Print a hostfile for the cluster.
 
     Slots: the inventory's, else GPUs, else cores (asked over SSH).
+
+    Exit codes: 0 printed, 1 an internal error, 2 bad input, 4 a node whose cores were
+    needed could not be reached.
     """
     from mpicluster.nodes import facts as node_facts
-    from mpicluster.util.errors import UsageError
 
     display = Display()
     with guarded(display):
@@ -271,7 +292,7 @@ EXAMPLES = {
     ),
     "down": examples(
         "mpicluster down inventories/local.yaml",
-        "mpicluster down inventories/gpu.yaml --node gpu02 --keep-stack",
+        "mpicluster down inventories/gpu.yaml --nodes gpu02 --keep-stack",
     ),
     "smoke": examples(
         "mpicluster smoke inventories/local.yaml",

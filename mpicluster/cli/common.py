@@ -1,13 +1,14 @@
-"""What every command shares: its arguments' types, and core errors turned into exits."""
+"""What every command shares: its arguments' types, the old names of renamed options,
+and core errors turned into exits."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,6 +22,27 @@ InventoryArg = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 
+#: The metavar of --nodes, wherever a command chooses some nodes (comma-separated and
+#: repeatable: mpicluster.cluster.node_choice).
+NODES_METAVAR = "NODE,..."
+
+
+def renamed(old: str, new: str) -> Callable[[Any], Any]:
+    """The callback of an option's old name, kept hidden: when given, one line on stderr
+    says which name replaces it; its value is used as the new name's."""
+
+    def say(value: Any) -> Any:
+        if value not in (None, [], ()):
+            Display().note(f"{old} is now {new} (the old name still works)")
+        return value
+
+    return say
+
+
+def old_name(old: str, new: str, metavar: str) -> Any:
+    """A hidden option under a renamed option's old name (`renamed` says so when used)."""
+    return typer.Option(old, hidden=True, metavar=metavar, callback=renamed(old, new))
+
 
 def terminate_as_interrupt() -> None:
     """SIGTERM ends a command the way Ctrl-C does (its cleanup runs, exit 130), so that a
@@ -29,11 +51,11 @@ def terminate_as_interrupt() -> None:
 
 
 @contextmanager
-def guarded(display: Display, internal_exit: int = exitcodes.FAILED) -> Iterator[None]:
+def guarded(display: Display) -> Iterator[None]:
     """Turn core errors into one line on stderr and the matching exit code.
 
-    A bug is one line too (unless MPICLUSTER_DEBUG asks for the traceback), exiting
-    `internal_exit`: doctor's 2, so a crash never reads as "warnings only".
+    A bug is one line too (unless MPICLUSTER_DEBUG asks for the traceback), exiting 1
+    (exitcodes.FAILED): never a code that reads as "passed" or "warnings only".
     """
     try:
         yield
@@ -55,4 +77,4 @@ def guarded(display: Display, internal_exit: int = exitcodes.FAILED) -> Iterator
             f"internal error: {type(exc).__name__}: {exc}",
             "rerun with MPICLUSTER_DEBUG=1 for the traceback, and please report it",
         )
-        raise typer.Exit(internal_exit) from None
+        raise typer.Exit(exitcodes.FAILED) from None

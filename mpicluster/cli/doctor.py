@@ -129,16 +129,15 @@ def doctor(
     With --cordon, the nodes it fails are cordoned (`mpicluster cordon`) and the ones it
     cordoned before and passes now returned, each said in one line after the report.
 
-    Exit codes: 0 every check passed, 1 warnings only, 2 at least one failure (also: a
-    bad inventory or option), 130 interrupted.
+    Exit codes: 0 every check passed, 1 doctor itself failed (an internal error),
+    2 bad input, 5 at least one check failed, 6 warnings only, 130 interrupted.
     """
     from mpicluster.cli.nodes import follow_findings
     from mpicluster.doctor import cordon_findings, run_doctor
     from mpicluster.render.nodes import show_applied
 
     display = Display(quiet=json_output)
-    # a crash must not read as "warnings only" (exit 1)
-    with guarded(display, internal_exit=exitcodes.DOCTOR_FAIL):
+    with guarded(display):
         plan = ClusterPlan.load(inventory)
         report = run_doctor(
             plan,
@@ -156,7 +155,7 @@ def doctor(
         render.show(display, report, as_json=json_output, fix_hints=fix_hints)
         if applied is not None and not json_output:
             show_applied(display, applied)
-        if report.exit_code != exitcodes.DOCTOR_PASS:
+        if report.exit_code != exitcodes.OK:
             raise typer.Exit(report.exit_code)
 
 

@@ -48,9 +48,11 @@ def _plan(inventory) -> ClusterPlan:
 def jobs(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
     """List the detached jobs on the cluster's nodes.
 
-    Each with its id, head node, state, exit code, start and command.
+    Each with its id (whole, whatever the terminal's width), head node, state, exit code,
+    start and command.
 
-    Exit codes: 0 listed, 1 a node could not be asked.
+    Exit codes: 0 listed, 1 a node's answer could not be read, 2 bad input, 4 a node
+    could not be reached (the jobs of the others are listed).
     """
     from mpicluster.render.jobs import show_jobs
     from mpicluster.run import detached
@@ -58,10 +60,10 @@ def jobs(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
     display = Display(messages_on_stderr=True)
     with guarded(display):
         plan = _plan(inventory)
-        found, problems = detached.list_jobs(plan)
-        show_jobs(display, plan.cluster, found, problems, as_json=json_output)
-        if problems:
-            raise typer.Exit(exitcodes.FAILED)
+        listing = detached.list_jobs(plan)
+        show_jobs(display, plan.cluster, listing.jobs, listing.problems, as_json=json_output)
+        if listing.exit_code != exitcodes.OK:
+            raise typer.Exit(listing.exit_code)
 
 
 def logs(
@@ -76,10 +78,14 @@ def logs(
     With --follow, until it ends (Ctrl-C stops following, not the job); then its hang
     report and, at the end of a job started with --collect, its files brought back.
 
-    Exit code: the job's once it has ended, 0 while it runs.
+    Exit codes: once the job has ended, its own exit status, and the last line on stderr
+    is `job exited with N`; any other last line: mpicluster's own, 0 the job runs,
+    1 its end was not recorded (lost), 2 bad input (no such job), 4 its head could not
+    be reached, 124 it was stopped by --hang-timeout, 130 it was stopped (or Ctrl-C
+    stopped following).
     """
     from mpicluster.render.jobs import show_log_end
-    from mpicluster.render.run import LinePrinter
+    from mpicluster.render.run import LinePrinter, show_exit
     from mpicluster.run import detached
 
     display = Display(messages_on_stderr=True)
@@ -99,8 +105,11 @@ def logs(
         if follow and now.collect and not now.running:
             collected = _collect(display, plan, now, now.collect["path"], now.collect["from"])
         show_log_end(display, now, result, str(inventory), collected, as_json=json_output)
+        if now.state == "lost":
+            raise typer.Exit(exitcodes.FAILED)
         if not now.running:
-            raise typer.Exit(result.exit_code if now.state != "lost" else exitcodes.FAILED)
+            show_exit(display, result)
+            raise typer.Exit(result.exit_code)
 
 
 def stop(inventory: InventoryArg, job: JobArg, json_output: JsonOpt = False) -> None:
@@ -108,7 +117,8 @@ def stop(inventory: InventoryArg, job: JobArg, json_output: JsonOpt = False) -> 
 
     mpirun first, then every process of the job on each of its nodes.
 
-    Exit codes: 0 stopped, 1 it had already ended (or did not stop).
+    Exit codes: 0 stopped, 1 it had already ended (or did not stop), 2 bad input (no
+    such job), 4 its head could not be reached.
     """
     from mpicluster.render.jobs import show_stopped
     from mpicluster.run import detached
@@ -137,7 +147,8 @@ def collect(
     Its run --collect path, or --path, into
     ~/.local/state/mpicluster/clusters/NAME/jobs/JOB/NODE/.
 
-    Exit codes: 0 copied, 1 a node's copy failed.
+    Exit codes: 0 copied, 1 a node's copy failed there, 2 bad input (no such job, a bad
+    path), 4 a node could not be reached.
     """
     from mpicluster.render.jobs import show_collect
     from mpicluster.run import detached
@@ -160,8 +171,8 @@ def collect(
             display, plan, found, wanted, collect_from or recorded.get("from") or "all"
         )
         show_collect(display, collected, as_json=json_output)
-        if collected.failed:
-            raise typer.Exit(exitcodes.FAILED)
+        if collected.exit_code != exitcodes.OK:
+            raise typer.Exit(collected.exit_code)
 
 
 def _collect(display, plan, found, path: str, where: str):

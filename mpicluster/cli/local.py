@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from mpicluster import render
-from mpicluster.cli.common import JsonOpt, guarded
+from mpicluster.cli.common import JsonOpt, guarded, renamed
 from mpicluster.cli.help import HELP_OPTIONS, Command, choices, examples
 from mpicluster.local.spec import PROVIDERS
 from mpicluster.render import Display
@@ -26,13 +26,23 @@ app = typer.Typer(
 
 UP_EXAMPLES = examples(
     "mpicluster local up",
-    "mpicluster local up --nodes 2 --release bookworm,trixie --inventory inventories/local.yaml",
+    "mpicluster local up --count 2 --release bookworm,trixie --inventory inventories/local.yaml",
 )
+
+
+CountOpt = Annotated[int, typer.Option("--count", metavar="N", help="Number of nodes.", min=1)]
+#: --count's old name (`local up --nodes N`), hidden: --nodes names nodes everywhere else.
+OldCountOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nodes", hidden=True, metavar="N", min=1, callback=renamed("--nodes N", "--count N")
+    ),
+]
 
 
 @app.command("up", cls=Command, epilog=UP_EXAMPLES)
 def local_up(
-    nodes: Annotated[int, typer.Option(metavar="N", help="Number of nodes.", min=1)] = 3,
+    count: CountOpt = 3,
     name: Annotated[
         str, typer.Option(metavar="NAME", help="Cluster name (several may coexist).")
     ] = "local",
@@ -71,8 +81,13 @@ def local_up(
             "one per node, e.g. bookworm,trixie,trixie (a mixed cluster).",
         ),
     ] = "bookworm",
+    nodes: OldCountOpt = None,
 ) -> None:
-    """Start (or update) the local cluster and write its inventory."""
+    """Start (or update) the local cluster and write its inventory.
+
+    Exit codes: 0 every node is up and reachable, 1 a failure (podman, vagrant, an
+    image build), 2 bad input, 4 a node is not reachable over SSH, 130 interrupted.
+    """
     from mpicluster.local import cluster
     from mpicluster.local.spec import LocalSpec
 
@@ -80,7 +95,7 @@ def local_up(
     with guarded(display):
         spec = LocalSpec(
             name=name,
-            nodes=nodes,
+            nodes=count if nodes is None else nodes,
             subnet=subnet,
             provider=provider,
             releases=tuple(r.strip() for r in release.split(",")),
@@ -91,7 +106,9 @@ def local_up(
         render.show(display, result)
         if not result.healthy:
             raise MpiclusterError(
-                "some nodes are not reachable over SSH", hint="see the table above"
+                "some nodes are not reachable over SSH",
+                hint="see the table above",
+                exit_code=exitcodes.HOSTS_UNREACHABLE,
             )
         display.success(
             f"{len(result.nodes)} node(s) up in {result.seconds:.0f} s; inventory: {target}"
@@ -109,7 +126,10 @@ def local_down(
         bool, typer.Option("--purge-image", help="Also remove the node image.")
     ] = False,
 ) -> None:
-    """Destroy the local cluster: nodes, network and Vagrant state."""
+    """Destroy the local cluster: nodes, network and Vagrant state.
+
+    Exit codes: 0 removed, 1 a failure (podman, vagrant), 2 bad input (no such cluster).
+    """
     from mpicluster.local import cluster
 
     display = Display()
@@ -127,7 +147,11 @@ def local_status(
     name: Annotated[str, typer.Option(metavar="NAME", help="Cluster name.")] = "local",
     json_output: JsonOpt = False,
 ) -> None:
-    """Show each node of the local cluster and whether SSH reaches it."""
+    """Show each node of the local cluster and whether SSH reaches it.
+
+    Exit codes: 0 every node is reachable, 1 a failure, 2 bad input (no such cluster),
+    4 a node is not reachable over SSH.
+    """
     from mpicluster.local import cluster
 
     display = Display()

@@ -33,7 +33,8 @@ def nodes(
     Unhealthy: its health check's first finding; unknown: no check has run there as root
     yet.
 
-    Exit codes: 0 every node ready, 1 any other, 2 bad input.
+    Exit codes: 0 every node ready, 2 bad input, 4 a node could not be reached (every
+    other is ready), 5 a node is not ready (unhealthy, unknown, cordoned, drained).
     """
     from mpicluster.health import node_states
     from mpicluster.render.nodes import show_nodes
@@ -66,7 +67,8 @@ def cordon(
     It stays provisioned, and is left out of the hostfiles on every node, of `run` and
     of the smoke test.
 
-    Exit codes: 0 cordoned (a node that could not be reached gets it later), 2 bad input.
+    Exit codes: 0 cordoned (a node that could not be reached gets it later), 1 the
+    hostfiles could not be written, 2 bad input.
     """
     _change(inventory, node, reason, json_output)
 
@@ -76,7 +78,8 @@ def uncordon(inventory: InventoryArg, node: NodeArg, json_output: JsonOpt = Fals
 
     It is back in the hostfiles on every node, in `run` and in the smoke test.
 
-    Exit codes: 0 returned (or it was not cordoned), 2 bad input.
+    Exit codes: 0 returned (or it was not cordoned), 1 the hostfiles could not be
+    written, 2 bad input.
     """
     _change(inventory, node, None, json_output)
 

@@ -9,12 +9,21 @@ from typing import Annotated
 
 import typer
 
-from mpicluster.cli.common import InventoryArg, JsonOpt, guarded, terminate_as_interrupt
+from mpicluster.cli.common import (
+    NODES_METAVAR,
+    InventoryArg,
+    JsonOpt,
+    guarded,
+    old_name,
+    terminate_as_interrupt,
+)
 from mpicluster.cli.help import choices, examples
+from mpicluster.cluster import node_choice
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.render import Display
 from mpicluster.render.run import LinePrinter, show_hang, show_setup
 from mpicluster.run import JobOutcome, JobRequest, RunOptions, Watchers, inspect_ranks, run_request
+from mpicluster.util import exitcodes
 from mpicluster.util.errors import UsageError
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -36,12 +45,17 @@ PerNodeOpt = Annotated[
     int | None,
     typer.Option("--per-node", metavar="N", help="Ranks on each node (default: its slots)."),
 ]
-HostsOpt = Annotated[
-    str | None,
+NodesOpt = Annotated[
+    list[str] | None,
     typer.Option(
-        "--hosts", metavar="NODE,...", help="Only these nodes, comma-separated (in order)."
+        "--nodes",
+        metavar=NODES_METAVAR,
+        help="Only these nodes, comma-separated or repeated, in order (the first is the head).",
+        show_default=False,
     ),
 ]
+#: --nodes' old name.
+HostsOpt = Annotated[list[str] | None, old_name("--hosts", "--nodes", NODES_METAVAR)]
 MapByOpt = Annotated[
     str | None,
     typer.Option("--map-by", metavar="SPEC", help="Open MPI's --map-by (default: slot)."),
@@ -182,7 +196,7 @@ def run(
     program: ProgramArg = None,
     np: NpOpt = None,
     per_node: PerNodeOpt = None,
-    hosts: HostsOpt = None,
+    nodes: NodesOpt = None,
     map_by: MapByOpt = None,
     env: EnvOpt = None,
     env_file: EnvFileOpt = None,
@@ -204,27 +218,27 @@ def run(
     detach: DetachOpt = False,
     dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
+    hosts: HostsOpt = None,
 ) -> None:
     """Run a program on the cluster's nodes from the head node.
 
     Every rank gets the cluster's environment; a rank that fails ends the job, Ctrl-C
-    stops every rank.
+    stops every rank. With --detach, the job's id alone on stdout.
 
-    Exit codes: the job's own, 2 bad input, 124 stopped by --hang-timeout,
-    130 stopped by Ctrl-C; with --detach, 0 once the job runs.
+    Exit codes: once the job ran, the job's own exit status, and the last line on stderr
+    is `job exited with N`; any other last line: mpicluster's own, 0 ok (--detach: the
+    job runs), 1 a failure before the job (an internal error), 2 bad input, 3 --setup
+    failed on a node, 4 a node could not be reached, 124 the job was stopped by
+    --hang-timeout, 130 interrupted (Ctrl-C).
     """
     display = Display(messages_on_stderr=True)
     with guarded(display):
         plan = ClusterPlan.load(inventory)
-        via = _judged(plan, via, launcher, hang_timeout, keep_hung, sync, sync_to)
+        via = _judged(plan, via, launcher, hang_timeout, keep_hung, sync, sync_to, detach)
         collect = _collect_judged(setup, collect, collect_from, via)
-        if detach and via == "slurm" and hang_timeout is not None:
-            raise UsageError(
-                "--hang-timeout: a detached Slurm job ends at its time limit instead "
-                "(scheduler's default_time); use --via mpirun to watch it"
-            )
+        chosen = node_choice.split([*(nodes or ()), *(hosts or ())])  # --hosts: the old name
         options = _options(
-            program, np, per_node, hosts, map_by, env, env_file, torch, launcher, debug, via
+            program, np, per_node, chosen, map_by, env, env_file, torch, launcher, debug, via
         )
         if inspect:
             _inspect(display, plan, as_json=json_output)
@@ -263,6 +277,7 @@ def _judged(
     keep_hung: bool,
     sync: Path | None,
     sync_to: str | None,
+    detach: bool,
 ) -> str:
     """The options judged before anything reaches a node (--inspect included); the
     --via to use."""
@@ -278,6 +293,11 @@ def _judged(
         via = "slurm" if plan.scheduler is not None else "mpirun"
     if via not in VIAS:
         raise UsageError(f"--via {via!r}: one of {', '.join(VIAS)}")
+    if detach and via == "slurm" and hang_timeout is not None:
+        raise UsageError(
+            "--hang-timeout: a detached Slurm job ends at its time limit instead "
+            "(scheduler's default_time); use --via mpirun to watch it"
+        )
     return via
 
 
@@ -302,7 +322,7 @@ def _options(
     program: list[str] | None,
     np: int | None,
     per_node: int | None,
-    hosts: str | None,
+    hosts: tuple[str, ...],
     map_by: str | None,
     env: list[str] | None,
     env_file: Path | None,
@@ -323,7 +343,7 @@ def _options(
         program=tuple(program or ()),
         np=np,
         per_node=per_node,
-        hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (),
+        hosts=hosts,
         map_by=map_by,
         env=tuple(env or ()),
         env_file=variables,
@@ -335,24 +355,28 @@ def _options(
 
 
 def _inspect(display: Display, plan: ClusterPlan, *, as_json: bool) -> None:
-    """--inspect: where the ranks of the jobs running on the nodes are; exit 1 if none."""
+    """--inspect: where the ranks of the jobs running on the nodes are; exit 1 if none
+    was found."""
     from mpicluster.render.run import show_inspect
 
     report = inspect_ranks(plan, display.progress)
     show_inspect(display, report, as_json=as_json)
     if not report.ranks:
-        raise typer.Exit(1)
+        raise typer.Exit(exitcodes.FAILED)
 
 
 def _shown(
     display: Display, outcome: JobOutcome, inventory: str, *, dry_run: bool, as_json: bool
 ) -> None:
-    """The outcome rendered; its exit code ours (the setup's where it failed)."""
+    """The outcome rendered, then its exit code: the job's own once it ran (the last
+    line on stderr says `job exited with N`), else mpicluster's (the setup's failure)."""
     from mpicluster.render.jobs import show_started
-    from mpicluster.render.run import show_job
+    from mpicluster.render.run import show_exit, show_job, show_setup_failed
 
     if outcome.setup_failed:
-        raise typer.Exit(outcome.setup.exit_code)  # type: ignore[union-attr]
+        setup = outcome.setup
+        show_setup_failed(display, setup)  # type: ignore[arg-type]
+        raise typer.Exit(setup.exit_code)  # type: ignore[union-attr]
     if outcome.started is not None:
         show_started(display, outcome.started, inventory, outcome.setup, as_json=as_json)
         return
@@ -368,7 +392,10 @@ def _shown(
         setup=outcome.setup,
         env=outcome.env,
     )
-    if not dry_run and outcome.result.exit_code != 0:
+    if dry_run:
+        return
+    show_exit(display, outcome.result)
+    if outcome.result.exit_code != 0:
         raise typer.Exit(outcome.result.exit_code)
 
 
@@ -378,5 +405,7 @@ EXAMPLES = {
     "run": examples(
         "mpicluster run inventories/local.yaml -- hostname",
         "mpicluster run inventories/gpu.yaml -np 16 --sync . -- python train.py",
+        "mpicluster run inventories/gpu.yaml --nodes gpu01,gpu02 -- nvidia-smi -L",
+        "mpicluster run inventories/gpu.yaml --detach -- python train.py",
     ),
 }

@@ -130,9 +130,9 @@ class DoctorReport:
     @property
     def exit_code(self) -> int:
         return {
-            Status.PASS: exitcodes.DOCTOR_PASS,
-            Status.WARN: exitcodes.DOCTOR_WARN,
-            Status.FAIL: exitcodes.DOCTOR_FAIL,
+            Status.PASS: exitcodes.OK,
+            Status.WARN: exitcodes.WARNINGS,
+            Status.FAIL: exitcodes.CHECK_FAILED,
         }[self.status]
 
     def check(self, name: str) -> CheckReport | None:

@@ -8,7 +8,7 @@ files, /etc/mpicluster, the ld.so.conf.d entry, the installed stacks (unless
 `keep_key`), once every node is down: a node that could not be reached keeps them so
 that `down` can be run again.
 
-`down --node NAME` takes one node out: the other nodes are provisioned again without it
+`down --nodes NODE` takes one node out: the other nodes are provisioned again without it
 (trust, known_hosts, ssh config, /etc/hosts and hostfiles no longer name it; the smoke
 test proves the smaller cluster), then the node itself is taken down. Adding it back is
 `up` with the full plan.
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpicluster import slurm
+from mpicluster.cluster import node_choice
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir, cluster_lock
 from mpicluster.nodes import facts as node_facts
@@ -39,7 +40,7 @@ class DownResult:
     cluster: str
     nodes: list[str]
     playbook: PlaybookResult | None = None
-    #: `down --node`: the other nodes provisioned again without the node.
+    #: `down --nodes NODE`: the other nodes provisioned again without the node.
     rest: UpResult | None = None
     #: What happened to the control machine's key and state for this cluster.
     state: str = "kept"
@@ -82,10 +83,9 @@ def extravars(plan: ClusterPlan, keep_stack: bool, purge_homes: bool = False) ->
 
 def check_node(plan: ClusterPlan, node: str) -> None:
     names = [n.name for n in plan.nodes]
-    if node not in names:
-        raise UsageError(f"--node {node}: not in the inventory (its nodes: {', '.join(names)})")
+    node_choice.check(names, [node])
     if len(names) == 1:
-        raise UsageError(f"--node {node}: the cluster's only node; use `mpicluster down`")
+        raise UsageError(f"--nodes {node}: the cluster's only node; use `mpicluster down`")
 
 
 def describe(

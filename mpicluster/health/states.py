@@ -87,8 +87,13 @@ class NodesReport:
 
     @property
     def exit_code(self) -> int:
-        ready = all(node.state == "ready" for node in self.nodes)
-        return exitcodes.OK if ready else exitcodes.FAILED
+        """0 every node ready; 5 a node that answered is not (unhealthy, unknown,
+        cordoned, drained); else 4 a node could not be reached."""
+        if any(node.state not in ("ready", "unreachable") for node in self.nodes):
+            return exitcodes.CHECK_FAILED
+        if any(node.state == "unreachable" for node in self.nodes):
+            return exitcodes.HOSTS_UNREACHABLE
+        return exitcodes.OK
 
     def to_dict(self) -> dict[str, Any]:
         return {

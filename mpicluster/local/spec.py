@@ -39,7 +39,7 @@ class LocalSpec:
         if not re.fullmatch(r"[a-z][a-z0-9-]{0,20}", self.name):
             raise UsageError(f"--name {self.name!r}: use up to 21 lowercase letters, digits, '-'")
         if not 1 <= self.nodes <= MAX_NODES:
-            raise UsageError(f"--nodes {self.nodes}: must be between 1 and {MAX_NODES}")
+            raise UsageError(f"--count {self.nodes}: must be between 1 and {MAX_NODES}")
         if self.provider not in PROVIDERS:
             raise UsageError(f"--provider {self.provider!r}: must be one of {', '.join(PROVIDERS)}")
         try:

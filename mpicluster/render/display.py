@@ -10,6 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from mpicluster.render import fit
 
 #: How each status looks, wherever it is shown (up's hosts, doctor's checks, local nodes).
 STYLES = {
@@ -51,6 +54,10 @@ class Display:
             text += f" [dim](hint: {escape(hint)})[/]"
         self.err.print(text)
 
+    def note(self, message: str) -> None:
+        """One line on stderr, whatever the command's stdout carries: `note: ...`."""
+        self.err.print(f"note: {escape(message)}")
+
     def problems(self, lines: list[str]) -> None:
         for line in lines:
             self.err.print(f"[bold red]error:[/] {escape(line)}")
@@ -74,6 +81,11 @@ class Display:
     def tagged(self, tag: str, line: str) -> None:
         """A line of a node's output, `[tag] line`, on stderr as it came."""
         sys.stderr.write(f"[{tag}] {line}\n")
+        sys.stderr.flush()
+
+    def final(self, line: str) -> None:
+        """A command's last line on stderr, plain (scripts read it): `job exited with 3`."""
+        sys.stderr.write(f"{line}\n")
         sys.stderr.flush()
 
     def text(self, text: str) -> None:
@@ -101,14 +113,64 @@ class Display:
             self.err.print()
             return False
 
-    def table(self, title: str, columns: list[str], rows: list[list[Any]]) -> None:
-        """A table; cells are rich markup (escape plain text with `escape`)."""
+    def table(
+        self,
+        title: str,
+        columns: list[str],
+        rows: list[list[Any]],
+        *,
+        whole: tuple[str, ...] = (),
+        give_way: tuple[str, ...] = (),
+    ) -> None:
+        """A table; cells are rich markup (escape plain text with `escape`).
+
+        `whole`: the columns of ids, never cut; the table then fits the terminal by the
+        columns of `give_way` giving way, the first first, their cells cut with "…"
+        (render/fit.py); the others keep their width. Where even that cannot fit, the
+        lines run past the terminal's width rather than cut an id."""
+        if not whole:
+            table = Table(title=title, title_justify="left", show_lines=False)
+            for column in columns:
+                table.add_column(column)
+            for row in rows:
+                table.add_row(*[str(cell) for cell in row])
+            self.out.print(table)
+            return
+        self._fitted(
+            title, columns, [[Text.from_markup(str(c)) for c in r] for r in rows], whole, give_way
+        )
+
+    def _fitted(
+        self,
+        title: str,
+        columns: list[str],
+        cells: list[list[Text]],
+        whole: tuple[str, ...],
+        give_way: tuple[str, ...],
+    ) -> None:
+        natural = [
+            max([len(name), *(row[i].cell_len for row in cells)]) for i, name in enumerate(columns)
+        ]
+        narrowest = [
+            min(n, max(fit.NARROWEST, len(c))) for n, c in zip(natural, columns, strict=True)
+        ]
+        order = [columns.index(c) for c in give_way if c not in whole]
+        # a box's edges and one padding either side of each cell
+        borders = 1 + 3 * len(columns)
+        widths = fit.column_widths(natural, narrowest, order, self.out.width - borders)
         table = Table(title=title, title_justify="left", show_lines=False)
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*[str(cell) for cell in row])
-        self.out.print(table)
+        for name, width in zip(columns, widths, strict=True):
+            table.add_column(name, width=width, no_wrap=True, overflow="ellipsis")
+        for row in cells:
+            for text, width in zip(row, widths, strict=True):
+                text.truncate(width, overflow="ellipsis")
+            table.add_row(*row)
+        terminal = self.out.width
+        self.out.width = max(terminal, sum(widths) + borders)  # rich would cut the ids
+        try:
+            self.out.print(table)
+        finally:
+            self.out.width = terminal
 
     def print(self, renderable: Any) -> None:
         self.out.print(renderable)

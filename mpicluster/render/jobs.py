@@ -13,9 +13,6 @@ from mpicluster.run.detached import DetachedJob
 from mpicluster.run.job import JobResult
 from mpicluster.run.setup_step import SetupResult
 
-#: the longest command shown in the table (the whole one is in --json)
-COMMAND_WIDTH = 60
-
 
 def when(epoch: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "?"
@@ -37,6 +34,9 @@ def show_started(
     *,
     as_json: bool = False,
 ) -> None:
+    """The started job's id alone on stdout, for scripts (`JOB=$(mpicluster run
+    --detach ...)`), its sentences as messages (`run`'s are on stderr); or, as_json, its
+    record on stdout."""
     if as_json:
         display.json(found.to_dict() | {"setup": setup.to_dict() if setup else None})
         return
@@ -47,6 +47,7 @@ def show_started(
     )
     display.detail(f"  follow it: mpicluster logs {inventory} {found.id} --follow")
     display.detail(f"  stop it:   mpicluster stop {inventory} {found.id}")
+    display.text(f"{found.id}\n")
 
 
 def show_jobs(
@@ -74,12 +75,19 @@ def show_jobs(
             when(j.started),
             duration(j.seconds),
             str(j.ranks),
-            escape(_short(" ".join(j.program))),
+            escape(" ".join(j.program)),
         ]
         for j in jobs
     ]
     columns = ["job", "head", "state", "exit", "started", "ran", "ranks", "command"]
-    display.table(f"Detached jobs on {cluster}", columns, rows)
+    # the id is what `logs`, `stop` and `collect` take: never cut
+    display.table(
+        f"Detached jobs on {cluster}",
+        columns,
+        rows,
+        whole=("job", "head"),
+        give_way=("command", "started", "state"),
+    )
 
 
 def _state(found: DetachedJob) -> str:
@@ -89,10 +97,6 @@ def _state(found: DetachedJob) -> str:
     said = found.slurm_state.lower()
     also = f", {said}" if said and said != found.state else ""
     return f"{found.state} (Slurm {found.slurm}{also})"
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= COMMAND_WIDTH else text[: COMMAND_WIDTH - 3] + "..."
 
 
 def show_log_end(

@@ -7,7 +7,7 @@ import sys
 from mpicluster.render.display import Display
 from mpicluster.run.collect import Collected
 from mpicluster.run.hang_report import HangReport
-from mpicluster.run.job import JobResult
+from mpicluster.run.job import HUNG, JobResult
 from mpicluster.run.job_env import JobEnv
 from mpicluster.run.setup_step import SetupResult
 from mpicluster.run.sync import SyncResult
@@ -64,8 +64,9 @@ def show_job(
 def show_setup(
     display: Display, result: SetupResult, synced: SyncResult | None, *, as_json: bool
 ) -> None:
-    """Where --setup failed, each node in a line (the job did not start); nothing when
-    it passed (its output came tagged)."""
+    """Where --setup failed, each node in a line (the job did not start; the command's
+    last line, `show_setup_failed`, says so); nothing when it passed (its output came
+    tagged)."""
     if result.ok:
         return
     if as_json:
@@ -80,7 +81,31 @@ def show_setup(
         return
     for node in result.failed:
         display.error(f"--setup failed on {node}: {result.why(node)}")
-    display.failure(f"no rank started: the setup failed on {', '.join(result.failed)}")
+
+
+def show_setup_failed(display: Display, result: SetupResult) -> None:
+    """`run`'s last line on stderr when --setup failed: no rank started, so the exit
+    code is mpicluster's (3, or 4 where it could not run on a node)."""
+    display.error(
+        f"no rank started: the setup failed on {', '.join(result.failed)} (exit {result.exit_code})"
+    )
+
+
+#: The last line on stderr of `run` (and `logs`) once the job ran: the exit code is the
+#: job's own. Any other last line means the code is mpicluster's (docs/exit-codes.md).
+JOB_EXITED = "job exited with {code}"
+
+
+def show_exit(display: Display, result: JobResult) -> None:
+    """The last line on stderr once the job ran: `job exited with N` when N is the job's
+    own exit status, an `error:` line when mpicluster stopped it (124 --hang-timeout,
+    130 a stop or Ctrl-C)."""
+    if not result.stopped:
+        display.final(JOB_EXITED.format(code=result.exit_code))
+    elif result.hang is not None and result.exit_code == HUNG:
+        display.error(f"the job hung: stopped by --hang-timeout (exit {HUNG})")
+    else:
+        display.error(f"the job was stopped before its end (exit {result.exit_code})")
 
 
 def show_collected(display: Display, collected: Collected) -> None:
@@ -102,8 +127,8 @@ def show_result(
     if as_json:
         display.json(result.to_dict() | {"sync": synced.to_dict() if synced else None})
         return
-    if result.hang is not None and result.exit_code == 124:
-        display.failure(f"stopped: the job hung ({result.seconds:.1f} s), exit 124")
+    if result.hang is not None and result.exit_code == HUNG:
+        display.failure(f"stopped: the job hung ({result.seconds:.1f} s), exit {HUNG}")
         return
     if result.stopped:
         display.warning(

@@ -39,4 +39,10 @@ def show_fetch(display: Display, result: FetchResult) -> None:
         ]
         for target, p in result.packages.items()
     ]
-    display.table("source cache", ["component", "version", "file", "status", "sha256"], rows)
+    display.table(
+        "source cache",
+        ["component", "version", "file", "status", "sha256"],
+        rows,
+        whole=("sha256",),
+        give_way=("file", "version", "component"),
+    )

@@ -27,11 +27,14 @@ from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.cluster.state import cluster_dir
 from mpicluster.nodes.openssh import ssh_argv
 from mpicluster.run.sync import transferred
+from mpicluster.util import exitcodes
 from mpicluster.util.errors import ToolMissingError, UsageError
 from mpicluster.util.text import telling_line
 
 TIMEOUT = 3600
 WORKERS = 8
+#: rsync's exit when its ssh could not reach the node (ssh's own 255)
+SSH_FAILED = 255
 #: rsync's words when the source is not there (exit 23, a partial transfer)
 MISSING = "No such file or directory"
 
@@ -54,6 +57,8 @@ class NodeCopy:
     files: int = 0
     missing: bool = False
     error: str = ""
+    #: False: the copy failed because ssh could not reach the node
+    reached: bool = True
 
 
 @dataclass
@@ -66,6 +71,14 @@ class Collected:
     @property
     def failed(self) -> list[str]:
         return [name for name, copy in self.nodes.items() if not copy.ok]
+
+    @property
+    def exit_code(self) -> int:
+        """0 every copy worked; 1 a node's copy failed there; else 4 a node could not be
+        reached."""
+        if any(self.nodes[name].reached for name in self.failed):
+            return exitcodes.FAILED
+        return exitcodes.HOSTS_UNREACHABLE if self.failed else exitcodes.OK
 
     def to_dict(self) -> dict:
         return {
@@ -125,4 +138,5 @@ def _one(plan: ClusterPlan, node: Node, source: str, target: Path) -> NodeCopy:
         if not any(target.iterdir()):
             target.rmdir()
         return NodeCopy(True, missing=True)
-    return NodeCopy(False, error=f"rsync exited {done.returncode}: {telling_line(done.stderr)}")
+    said = f"rsync exited {done.returncode}: {telling_line(done.stderr)}"
+    return NodeCopy(False, error=said, reached=done.returncode != SSH_FAILED)

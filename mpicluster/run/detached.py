@@ -2,7 +2,7 @@
 `logs`, `stop`, `collect`.
 
 A detached job runs under the launcher's daemon on its head node (remote/job_runner.py:
-the first node of --hosts, else the inventory's), in a session of its own, so it
+the first node of --nodes, else the inventory's), in a session of its own, so it
 outlives the `run` that started it and this machine. Its folder on the head
 (~/.local/state/mpicluster/jobs/JOB, read by remote/jobs.py) is the job's record:
 any machine with the inventory finds it, since `jobs` asks every node at once.
@@ -34,6 +34,7 @@ from mpicluster.nodes import transport
 from mpicluster.run import hang_report, job, job_command
 from mpicluster.run.job import JobResult, OnLine, Progress, Streams
 from mpicluster.run.job_command import RunOptions
+from mpicluster.util import exitcodes
 from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.text import telling_line
 
@@ -188,39 +189,64 @@ def start(
     return found
 
 
-def list_jobs(plan: ClusterPlan) -> tuple[list[DetachedJob], dict[str, str]]:
+@dataclass
+class Listing:
+    """Every node's detached jobs (oldest first), and the nodes that could not say."""
+
+    jobs: list[DetachedJob]
+    #: node -> why its jobs could not be read
+    problems: dict[str, str] = field(default_factory=dict)
+    #: the nodes of `problems` that could not be reached at all
+    unreached: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """4 a node could not be reached, else 1 a node's answer could not be read."""
+        if self.unreached:
+            return exitcodes.HOSTS_UNREACHABLE
+        return exitcodes.FAILED if self.problems else exitcodes.OK
+
+
+def list_jobs(plan: ClusterPlan) -> Listing:
     """Every node's detached jobs (oldest first), and the nodes that could not say."""
     results = transport.run_everywhere(plan, jobs_command("list"), timeout=LIST_TIMEOUT)
     found: list[DetachedJob] = []
-    problems: dict[str, str] = {}
+    listing = Listing(found)
     for node in plan.nodes:
         result = results[node.name]
+        if result.error:
+            listing.unreached.append(node.name)
         if not result.ok:
-            problems[node.name] = result.error or telling_line(result.stderr) or "no answer"
+            why = result.error or telling_line(result.stderr) or "no answer"
+            listing.problems[node.name] = why
             continue
         try:
             answer = json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            problems[node.name] = "its answer was not JSON"
+            listing.problems[node.name] = "its answer was not JSON"
             continue
         found += [DetachedJob.from_answer(node.name, entry) for entry in answer.get("jobs", [])]
-    return sorted(found, key=lambda j: (j.started or 0, j.id)), problems
+    listing.jobs = sorted(found, key=lambda j: (j.started or 0, j.id))
+    return listing
 
 
 def find(plan: ClusterPlan, job_id: str) -> DetachedJob:
-    """The job with this id, from its head's record (UsageError if no node has it)."""
+    """The job with this id, from its head's record: UsageError if every node answered
+    and none has it; exit 4 (or 1) if a node that did not answer might."""
     checked_id(job_id)
-    jobs, problems = list_jobs(plan)
-    for found in jobs:
+    listing = list_jobs(plan)
+    for found in listing.jobs:
         if found.id == job_id:
             return found
-    unread = (
-        f" ({len(problems)} node(s) did not answer: {next(iter(problems))})" if problems else ""
-    )
-    raise UsageError(
-        f"no job {job_id} on the nodes of {plan.cluster}{unread}; "
-        "`mpicluster jobs INVENTORY` lists them"
-    )
+    missing = f"no job {job_id} on the nodes of {plan.cluster}"
+    if listing.problems:
+        node, why = next(iter(listing.problems.items()))
+        raise MpiclusterError(
+            f"{missing} that answered; {len(listing.problems)} node(s) did not ({node}: {why})",
+            hint="run it again once every node answers",
+            exit_code=listing.exit_code,
+        )
+    raise UsageError(f"{missing}; `mpicluster jobs INVENTORY` lists them")
 
 
 def _node(plan: ClusterPlan, name: str) -> Node:
@@ -283,7 +309,8 @@ def stop(plan: ClusterPlan, found: DetachedJob) -> DetachedJob:
     result = transport.run_on(plan, node, jobs_command("stop", found.id), timeout=STOP_TIMEOUT)
     if not result.ok:
         why = result.error or telling_line(result.stderr) or f"exit {result.exit_code}"
-        raise MpiclusterError(f"{node.name}: could not stop job {found.id}: {why}")
+        code = exitcodes.HOSTS_UNREACHABLE if result.error else exitcodes.FAILED
+        raise MpiclusterError(f"{node.name}: could not stop job {found.id}: {why}", exit_code=code)
     try:
         answer = json.loads(result.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -1,7 +1,7 @@
 """`mpicluster run`: start a job on the head node, stream its output, stop it cleanly.
 
 The control machine only starts the job and relays it: mpirun runs on the head node
-(the first of the inventory's nodes, or of --hosts) under mpicluster's launcher
+(the first of the inventory's nodes, or of --nodes) under mpicluster's launcher
 (remote/job_runner.py), reached over the inventory's SSH settings, and launches the
 ranks over the cluster's own trust. Ctrl-C here (or SIGTERM) tells the launcher to
 stop the job; if this machine goes away, the launcher stops it too.
@@ -34,11 +34,12 @@ from mpicluster.nodes import head_mpi, transport
 from mpicluster.run import job_command, sync
 from mpicluster.run.hang_report import HangReport
 from mpicluster.run.job_command import HeadFacts, Launch, RunOptions
+from mpicluster.util import exitcodes
 from mpicluster.util.errors import MpiclusterError
 
 TAIL = 10  # lines kept per rank for the failure report
 STOP_WAIT = 30.0  # how long a stopped job may take to end before the channel is closed
-HUNG = 124  # the exit code of a job stopped by --hang-timeout (as timeout(1)'s)
+HUNG = exitcodes.HANG_TIMEOUT  # the exit code of a job stopped by --hang-timeout
 FAILED_RANK = (  # searched in mpirun's own lines, joined (it wraps its messages)
     re.compile(r"MPI_ABORT\s+was\s+invoked\s+on\s+rank\s+(\d+)"),
     re.compile(r"process\s+rank\s+(\d+)\s+with\s+PID\s+\d+\s+on\s+node\s+\S+\s+exited\s+on"),
@@ -87,7 +88,7 @@ class JobResult:
 
 
 def head_node(plan: ClusterPlan, options: RunOptions) -> Node:
-    """Where mpirun runs: the first node of --hosts, else the inventory's first. srun
+    """Where mpirun runs: the first node of --nodes, else the inventory's first. srun
     and sbatch run on the job's first node in the inventory's order: Slurm's, where it
     runs a batch job's script (a detached job's folder is there)."""
     job_command.check_hosts(plan, options.hosts)
@@ -99,7 +100,7 @@ def head_node(plan: ClusterPlan, options: RunOptions) -> Node:
 
 
 def job_nodes(plan: ClusterPlan, options: RunOptions) -> list[Node]:
-    """The nodes a job uses (--hosts, else all), in the inventory's order."""
+    """The nodes a job uses (--nodes, else all), in the inventory's order."""
     chosen = set(options.hosts) if options.hosts else {n.name for n in plan.nodes}
     return [n for n in plan.nodes if n.name in chosen]
 
@@ -265,14 +266,17 @@ class Streams:
 def connected(plan: ClusterPlan, node: Node) -> Iterator[paramiko.SSHClient]:
     """A connection to one node; what goes wrong on it is a one-line error."""
     ssh = plan.node_ssh(node)
+    unreachable = exitcodes.HOSTS_UNREACHABLE
     try:
         conn = transport.connect(ssh)
     except Exception as exc:  # every failure to connect is a one-line error
-        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
+        said = f"{node.name}: {transport.describe_error(ssh, exc)}"
+        raise MpiclusterError(said, exit_code=unreachable) from None
     try:
         yield conn.client
     except (paramiko.SSHException, OSError, TimeoutError) as exc:
-        raise MpiclusterError(f"{node.name}: {transport.describe_error(ssh, exc)}") from None
+        said = f"{node.name}: {transport.describe_error(ssh, exc)}"
+        raise MpiclusterError(said, exit_code=unreachable) from None
     finally:
         transport.close(conn)
 
@@ -427,7 +431,9 @@ def _outcome(watch: _Watch, plan: Launch, started: float) -> JobResult:
         code = HUNG
     elif watch.stopped:
         code = 130
-    result = JobResult(code, plan.command(), plan.ranks, time.monotonic() - started, watch.stopped)
+    seconds = time.monotonic() - started
+    # stopped: mpicluster ended it (Ctrl-C, or as hung), as a detached job's `stopped`
+    result = JobResult(code, plan.command(), plan.ranks, seconds, watch.stopped or watch.hung)
     result.hang, result.job_id = watch.report, watch.job_id
     if not watch.stopped and not watch.hung:
         blame(result, streams, plan.node_of)

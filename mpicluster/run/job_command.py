@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from mpicluster.cluster import mpirun
+from mpicluster.cluster import mpirun, node_choice
 from mpicluster.cluster.cordons import CordonState
 from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.plan import ClusterPlan
@@ -160,12 +160,8 @@ def rank_environment(
 
 
 def check_hosts(plan: ClusterPlan, hosts: tuple[str, ...]) -> None:
-    names = [n.name for n in plan.nodes]
-    unknown = [h for h in hosts if h not in names]
-    if unknown:
-        raise UsageError(f"--hosts: no node {unknown[0]!r} in the inventory ({', '.join(names)})")
-    if len(set(hosts)) != len(hosts):
-        raise UsageError("--hosts names a node twice")
+    """--nodes: each a node of the inventory, named once."""
+    node_choice.check((n.name for n in plan.nodes), hosts)
 
 
 def placement(
@@ -181,7 +177,7 @@ def placement(
     for host in options.hosts:
         if host in state.cordons:
             raise UsageError(
-                f"--hosts {host}: {state.describe(host)}: `mpicluster uncordon` returns it"
+                f"--nodes {host}: {state.describe(host)}: `mpicluster uncordon` returns it"
             )
     chosen = list(options.hosts) or [n for n in state.ready(names) if n in slots]
     if not chosen and names and not state.ready(names):

@@ -149,7 +149,7 @@ def _before(
         if not request.dry_run:
             options = _with_packages(plan, options, lines, outcome, watchers.progress)
     if request.setup and not request.dry_run:
-        job.head_node(plan, options)  # --hosts judged before any node runs anything
+        job.head_node(plan, options)  # --nodes judged before any node runs anything
         nodes = job.job_nodes(plan, options)
         watchers.progress(f"Setup on {len(nodes)} node(s): {request.setup}")
         outcome.setup = setup_step.run_setup(
@@ -168,7 +168,7 @@ def _with_packages(
 ) -> RunOptions:
     """--requirements: the job's environment on its nodes; the options that put it
     first on every rank's PYTHONPATH."""
-    job.head_node(plan, options)  # --hosts judged before any node is asked
+    job.head_node(plan, options)  # --nodes judged before any node is asked
     outcome.env = env = job_env.prepare(plan, job.job_nodes(plan, options), lines, progress)
     made = f"made on {', '.join(env.built_on)}" if env.built_on else "ready"
     progress(f"The job's packages: {made} ({env.seconds:.1f} s, {env.pythonpath})")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from mpicluster.cluster.inventory import Node
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
+from mpicluster.util import exitcodes
 from mpicluster.util.text import last_line, telling_line
 
 #: How long the setup may take on a node (it may install packages).
@@ -49,12 +50,11 @@ class SetupResult:
 
     @property
     def exit_code(self) -> int:
-        """The job's exit code when the setup failed: the first failed node's own, 1
-        when it could not be run at all."""
-        for node in self.failed:
-            code = self.exits[node]
-            return code if code else 1
-        return 0
+        """`run`'s exit code when the setup failed (mpicluster's own, not the nodes'):
+        3 a node ran it and failed, else 4 it could not be run on a node."""
+        if any(self.exits[node] is not None for node in self.failed):
+            return exitcodes.HOSTS_FAILED
+        return exitcodes.HOSTS_UNREACHABLE if self.failed else exitcodes.OK
 
     def why(self, node: str) -> str:
         """One line: how the setup failed on `node`."""

@@ -66,7 +66,7 @@ class UpResult:
         if self.playbook is not None and self.playbook.exit_code != exitcodes.OK:
             return self.playbook.exit_code
         if self.smoke is not None and not self.smoke.ok:
-            return exitcodes.SMOKE_FAILED
+            return exitcodes.CHECK_FAILED
         return exitcodes.OK
 
     @property

@@ -121,7 +121,7 @@ def test_down_gives_every_file_back_byte_for_byte(cluster, inventory, before):
 def test_down_node_takes_it_out_and_up_adds_it_back(cluster, inventory, before):
     podman_exec(cluster, "node3", "sed -i '/^ADDED_AFTER_UP=1$/d' /etc/environment")
     up(inventory)  # up after down
-    code, result = run_json("down", str(inventory), "--node", "node3")
+    code, result = run_json("down", str(inventory), "--nodes", "node3")
     assert code == 0, json.dumps(result, indent=1)[-4000:]
     rest = result["rest"]
     assert sorted(rest["hosts"]) == ["node1", "node2"] and rest["smoke"]["ok"]
@@ -172,10 +172,10 @@ def test_a_node_down_cannot_reach_is_reported_and_down_again_finishes(cluster, i
 
 
 def test_down_node_not_in_the_inventory_is_one_line_and_touches_nothing(inventory):
-    done = mpicluster("down", str(inventory), "--node", "node9", check=False)
+    done = mpicluster("down", str(inventory), "--nodes", "node9", check=False)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: --node node9: not in the inventory (its nodes: node1, node2, node3)"
+        "error: --nodes 'node9': no such node (one of: node1, node2, node3)"
     ]
 
 

@@ -104,7 +104,7 @@ def test_mpi4pys_own_suite_passes_across_the_nodes_and_its_file_tests_on_one(rea
     staged = mpi4py_suite.stage(SourceCache(ready["work"] / "sources"), version, tmp_path / "m")
     suites = cluster_dir(load_inventory(inventory).cluster) / "suites" / stack_fingerprint(ready)
     for one_node in (False, True):
-        where = ["--hosts", ready["nodes"][0], *mpi4py_suite.ONE_NODE_RUN] if one_node else []
+        where = ["--nodes", ready["nodes"][0], *mpi4py_suite.ONE_NODE_RUN] if one_node else []
         done, collected = run_suite(inventory, staged, where, mpi4py_suite.command(one_node))
         shape = "one-node" if one_node else f"{len(ready['nodes'])}x1"
         outcomes = mpi4py_suite.keep(collected, suites / f"mpi4py-{shape}")

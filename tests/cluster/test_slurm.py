@@ -190,7 +190,7 @@ def test_doctor_names_a_stopped_slurmd_and_up_starts_it_again(cluster, inventory
     assert any("srun --mpi=pmix started one world of 3 ranks" in r["evidence"] for r in results)
     podman_exec(cluster, "node2", "pkill -x slurmd")
     code, results = doctor_slurm(inventory)
-    assert code != 0
+    assert code == 5  # a check failed
     named = [r for r in results if r["status"] == "fail" and r["node"] == "node2"]
     assert any(r["evidence"] == "slurmd is not running on node2" for r in named), results
     fix = next(r["fix"] for r in named if r["evidence"] == "slurmd is not running on node2")
@@ -254,6 +254,7 @@ def test_a_failing_rank_ends_the_slurm_job_and_is_named(inventory):
         timeout=180,
     )
     assert done.returncode not in (0, 124), done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == f"job exited with {done.returncode}"  # srun's
     result = json.loads(done.stdout)
     assert (result["failed_rank"], result["failed_node"]) == (1, "node2"), result
     assert any("rank 1 gives up" in line for line in result["tail"]), result

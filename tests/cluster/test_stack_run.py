@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -170,6 +171,9 @@ def test_a_job_hung_in_mpi_init_is_stopped_and_leaves_no_rank_anywhere(ready):
     assert done.returncode == 124, done.stderr[-3000:]
     assert time.monotonic() - started < 120
     assert "stopped: the job hung" in done.stderr
+    # 124 is mpicluster's (--hang-timeout), not the job's: the last line is not
+    # "job exited with"
+    assert done.stderr.splitlines()[-1].startswith("error: the job hung: stopped by")
     cluster = ready["cluster"]
     for node in ready["nodes"]:
         left = cluster.ssh(
@@ -186,6 +190,8 @@ def test_a_rank_that_raises_ends_the_job_within_seconds_and_is_named(ready):
     assert elapsed < 30, elapsed
     assert "rank 1 on node2 failed" in done.stderr, done.stderr[-3000:]
     assert "ValueError: rank one is broken" in done.stderr
+    # the code is the job's own, and the last line says so
+    assert done.stderr.splitlines()[-1] == f"job exited with {done.returncode}"
 
 
 def test_ctrl_c_stops_every_rank_on_every_node(ready):
@@ -211,7 +217,9 @@ def test_ctrl_c_stops_every_rank_on_every_node(ready):
         assert ups.acquire(timeout=120), proc.stderr.read() if proc.poll() is not None else ""
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does to the whole command
     assert proc.wait(60) == 130
-    assert "stopped" in proc.stderr.read()
+    said = proc.stderr.read()
+    assert "stopped" in said
+    assert not said.splitlines()[-1].startswith("job exited with"), said[-2000:]
     cluster = ready["cluster"]
     pattern = f"[{marker[0]}]{marker[1:]}"  # does not match pgrep's own command line
     for node in ready["nodes"]:
@@ -295,7 +303,7 @@ def test_sync_copies_a_tree_and_a_second_run_copies_nothing(ready, tmp_path):
     ("args", "words"),
     [
         (["-np", "0", "--", "hostname"], "-np must be at least 1"),
-        (["--hosts", "node9", "--", "hostname"], "no node 'node9'"),
+        (["--nodes", "node9", "--", "hostname"], "--nodes 'node9': no such node"),
         (["--launcher", "srun", "--", "hostname"], "one of mpirun, torchrun"),
         ([], "no program to run"),
         (["--sync", "/nonexistent/folder", "--", "hostname"], "no such folder"),
@@ -371,15 +379,19 @@ def test_a_setup_failing_on_one_node_stops_the_job_before_any_rank(ready):
     done, result = run_json(
         ready,
         "--setup",
-        'test "$(hostname)" != node2 || { echo "no dataset here" >&2; exit 3; }',
+        'test "$(hostname)" != node2 || { echo "no dataset here" >&2; exit 7; }',
         "--",
         "touch",
         "job-ran",
     )
+    # mpicluster's 3 (a host failed a task), not node2's own 7: no job ran
     assert done.returncode == 3, done.stderr[-3000:]
     assert (result["ok"], result["setup"]["failed"]) == (False, ["node2"]), result
-    assert result["setup"]["exits"] == {n: 3 if n == "node2" else 0 for n in nodes}
+    assert result["setup"]["exits"] == {n: 7 if n == "node2" else 0 for n in nodes}
     assert "[node2] no dataset here" in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "error: no rank started: the setup failed on node2 (exit 3)"
+    )
     for node in nodes:  # no rank started anywhere
         assert cluster.ssh(node, "test -e job-ran", check=False).returncode == 1, node
 
@@ -445,6 +457,16 @@ def detach(ready, *args: str) -> dict:
     return json.loads(started.stdout)
 
 
+def detach_plain(ready, *args: str) -> str:
+    """`run --detach ARGS` as a script runs it: the job's id alone on stdout."""
+    done = run(ready, "--detach", *args, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    job_id = done.stdout.strip()
+    assert done.stdout == f"{job_id}\n" and re.fullmatch(r"[0-9a-f]{12}", job_id), done.stdout
+    assert f"job {job_id} runs detached" in done.stderr  # its sentences: on stderr
+    return job_id
+
+
 def jobs_json(ready, command: str, *args: str, timeout: float = 300) -> tuple[int, dict, str]:
     """The command's JSON (a job's own output, a traceback of its ranks included, is on
     stderr)."""
@@ -474,9 +496,13 @@ def test_a_detached_job_outlives_its_run_and_logs_follow_shows_its_end(ready):
     assert code == 0, listed
     (found,) = [j for j in listed["jobs"] if j["id"] == job_id]
     assert found["state"] == "running" and found["program"] == ["python", "-c", DETACHED]
+    # the table, in 80 columns: the id whole (the command gives way)
+    table = mpicluster("jobs", str(ready["inventory"]), env={"COLUMNS": "80"}).stderr
+    assert re.search(rf"[│|] {job_id} [│|]", table), table
     code, end, err = jobs_json(ready, "logs", job_id, "--follow")
     result = end["result"]
     assert code == result["exit_code"] != 0, err[-3000:]
+    assert err.splitlines()[-1] == f"job exited with {code}"  # the job's own code
     assert end["state"] == "failed" and result["failed_rank"] == 1, end
     assert result["failed_node"] == "node2" and "ValueError: rank one is broken" in err
     for rank in range(len(nodes)):
@@ -496,7 +522,7 @@ def test_a_detached_job_outlives_its_run_and_logs_follow_shows_its_end(ready):
 
 def test_stop_ends_a_detached_job_on_every_node(ready):
     cluster, nodes = ready["cluster"], ready["nodes"]
-    job_id = detach(ready, "--", "python", "-c", WAITS)["id"]
+    job_id = detach_plain(ready, "--", "python", "-c", WAITS)
     try:
         deadline = time.monotonic() + 60
         while sum(job_processes(cluster, n, job_id) > 0 for n in nodes) < len(nodes):

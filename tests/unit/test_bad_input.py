@@ -137,8 +137,8 @@ CASES = [
     ),
     ("hostfile-format-no-value", ["hostfile", "{inv}", "--format"], "usage", "'--format'"),
     ("up-smoke-with-value", ["up", "{inv}", "--smoke=maybe"], "usage", "--smoke"),
-    ("local-up-zero-nodes", ["local", "up", "--nodes", "0"], "usage", "'--nodes'"),
-    ("local-up-nodes-word", ["local", "up", "--nodes", "many"], "usage", "'--nodes'"),
+    ("local-up-zero-count", ["local", "up", "--count", "0"], "usage", "'--count'"),
+    ("local-up-count-word", ["local", "up", "--count", "many"], "usage", "'--count'"),
     ("local-no-subcommand", ["local", "frob"], "usage", "No such command"),
     ("down-no-inventory", ["down"], "usage", "Missing argument 'inventory'"),
     ("nodes-no-inventory", ["nodes"], "usage", "Missing argument 'inventory'"),
@@ -155,9 +155,17 @@ CASES = [
     ("bench-cordon-one-node", ["bench", "{inv}", "--cordon"], "error", "two nodes or more"),
     ("bench-expect-zero", ["bench", "{inv}", "--expect", "0"], "error", "--expect 0.0"),
     ("bench-unknown-node", ["bench", "{inv}", "--nodes", "n9"], "error", "'n9': no such node"),
+    (
+        "bench-unknown-node-after-comma",
+        ["bench", "{inv}", "--nodes", "n1,n9"],
+        "error",
+        "--nodes 'n9': no such node (one of: n1)",
+    ),
+    ("bench-node-twice", ["bench", "{inv}", "--nodes", "n1", "--nodes", "n1"], "error", "twice"),
+    ("bench-nodes-empty", ["bench", "{inv}", "--nodes", ","], "error", "--nodes: no node named"),
     ("bench-one-node", ["bench", "{inv}"], "error", "two nodes or more"),
     ("bench-report-a-file", ["bench", "{inv}", "--report", "{inv}"], "error", "not a folder"),
-    ("down-node-no-value", ["down", "{inv}", "--node"], "usage", "'--node'"),
+    ("down-nodes-no-value", ["down", "{inv}", "--nodes"], "usage", "'--nodes'"),
     # the inventory argument itself
     ("inventory-is-a-folder", ["validate", "{folder}"], "error", "is a folder"),
     ("inventory-not-utf8", ["validate", "{latin}"], "error", "cannot read: not UTF-8 text"),
@@ -189,9 +197,20 @@ CASES = [
         "error",
         ":6: users[0].keys[0]: carol's key file: no such file:",
     ),
-    ("down-node-unknown", ["down", "{inv}", "--node", "n9"], "error", "--node n9: not in"),
-    ("down-node-hostile", ["down", "{inv}", "--node", "$(id)"], "error", "not in the inventory"),
-    ("down-node-only-one", ["down", "{inv}", "--node", "n1"], "error", "the cluster's only node"),
+    (
+        "down-nodes-unknown",
+        ["down", "{inv}", "--nodes", "n9"],
+        "error",
+        "--nodes 'n9': no such node (one of: n1)",
+    ),
+    ("down-nodes-hostile", ["down", "{inv}", "--nodes", "$(id)"], "error", "no such node"),
+    ("down-nodes-only-one", ["down", "{inv}", "--nodes", "n1"], "error", "the cluster's only node"),
+    (
+        "down-nodes-two",
+        ["down", "{inv}", "--nodes", "n1,n2"],
+        "error",
+        "down takes one node at a time",
+    ),
     # run
     ("run-no-program", ["run", "{inv}"], "error", "no program to run"),
     ("run-empty-program", ["run", "{inv}", "--"], "error", "no program to run"),
@@ -325,13 +344,24 @@ CASES = [
         "error",
         "-np is for the mpirun launcher",
     ),
-    ("run-hosts-unknown", ["run", "{inv}", "--hosts", "n9", "--", "true"], "error", "no node 'n9'"),
-    ("run-hosts-twice", ["run", "{inv}", "--hosts", "n1,n1", "--", "true"], "error", "twice"),
     (
-        "run-hosts-hostile",
-        ["run", "{inv}", "--hosts", "n1;reboot", "--", "true"],
+        "run-nodes-unknown",
+        ["run", "{inv}", "--nodes", "n9", "--", "true"],
         "error",
-        "no node 'n1;reboot'",
+        "--nodes 'n9': no such node (one of: n1)",
+    ),
+    ("run-nodes-twice", ["run", "{inv}", "--nodes", "n1,n1", "--", "true"], "error", "twice"),
+    (
+        "run-nodes-twice-repeated",
+        ["run", "{inv}", "--nodes", "n1", "--nodes", "n1", "--", "true"],
+        "error",
+        "--nodes names 'n1' twice",
+    ),
+    (
+        "run-nodes-hostile",
+        ["run", "{inv}", "--nodes", "n1;reboot", "--", "true"],
+        "error",
+        "--nodes 'n1;reboot': no such node",
     ),
     (
         "run-detach-slurm-hang-timeout",
@@ -382,14 +412,14 @@ CASES = [
     # local
     ("local-up-bad-name", ["local", "up", "--name", "Bad_Name"], "error", "--name 'Bad_Name'"),
     ("local-up-hostile-name", ["local", "up", "--name", "a$(id)"], "error", "--name"),
-    ("local-up-too-many", ["local", "up", "--nodes", "201"], "error", "--nodes 201"),
+    ("local-up-too-many", ["local", "up", "--count", "201"], "error", "--count 201"),
     ("local-up-bad-subnet", ["local", "up", "--subnet", "nonsense"], "error", "--subnet"),
     ("local-up-small-subnet", ["local", "up", "--subnet", "10.0.0.0/30"], "error", "too small"),
     ("local-up-provider", ["local", "up", "--provider", "kvm"], "error", "--provider 'kvm'"),
     ("local-up-release", ["local", "up", "--release", "sid"], "error", "--release 'sid': one of"),
     (
         "local-up-releases-count",
-        ["local", "up", "--nodes", "3", "--release", "bookworm,trixie"],
+        ["local", "up", "--count", "3", "--release", "bookworm,trixie"],
         "error",
         "one release for every node, or one per node (3)",
     ),
@@ -466,9 +496,9 @@ def test_the_listener_sees_a_good_command(place, listener):
 
 
 def test_nodes_says_a_node_it_cannot_log_in_to_is_unreachable(place, listener):
-    """`nodes` end to end on this machine: the node's port answers no SSH."""
+    """`nodes` end to end on this machine: the node's port answers no SSH (exit 4)."""
     result = CliRunner().invoke(app, ["nodes", place["inv"], "--json"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 4, result.output
     report = json.loads(result.output[result.output.index("{") :])
     (node,) = report["nodes"]
     assert (node["name"], node["state"], node["cordon"]) == ("n1", "unreachable", None)

@@ -155,3 +155,41 @@ def test_run_passes_h_after_the_dashes_to_its_program(tmp_path):
     assert done.returncode == 2
     assert "no such file" in done.stderr
     assert "Usage:" not in done.stdout
+
+
+#: Each command that chooses nodes, with its option as help shows it, and the old
+#: names help must not show (they still work: tests/unit/test_cli_names.py).
+NODE_OPTIONS = {
+    ("run",): ("--nodes NODE,...", ["--hosts"]),
+    ("bench",): ("--nodes NODE,...", []),
+    ("down",): ("--nodes NODE", ["--node "]),
+    ("local", "up"): ("--count N", ["--nodes"]),
+}
+
+
+@pytest.mark.parametrize("args", list(NODE_OPTIONS), ids=" ".join)
+def test_help_shows_the_new_names_not_the_old(args, helps):
+    shown, hidden = NODE_OPTIONS[args]
+    text = helps[args]
+    assert shown in text
+    for old in hidden:
+        assert old not in text, old
+
+
+def exit_paragraph(text: str) -> str:
+    """The help's "Exit code(s)" paragraph, its wrapped lines joined."""
+    found = re.search(r"^  Exit codes?\b(.*?)(?:\n\n|\Z)", text, re.MULTILINE | re.DOTALL)
+    return " ".join(found.group(0).split()) if found else ""
+
+
+@pytest.mark.parametrize("args", COMMANDS[1:], ids=lambda a: " ".join(a))
+def test_each_command_says_its_exit_codes_from_the_one_table(args, helps):
+    from mpicluster.util.exitcodes import TABLE
+
+    if args == ["local"]:
+        return  # a group: its commands say theirs
+    said = exit_paragraph(helps[tuple(args)])
+    assert said, f"{args}: no 'Exit codes:' paragraph"
+    codes = {int(code) for code in re.findall(r"(?<![\w-])(\d+)(?![\w-])", said)}
+    assert 0 in codes and 2 in codes, said
+    assert codes <= set(TABLE), (said, codes - set(TABLE))

@@ -370,11 +370,11 @@ def test_doctor_cordon_cordons_then_returns_and_keeps_its_exit_code(inventory, m
     monkeypatch.setattr(doctor, "run_doctor", lambda plan, **kw: broken)
     runner = CliRunner()
     done = runner.invoke(app, ["doctor", inventory, "--cordon"])
-    assert done.exit_code == 2, done.output
+    assert done.exit_code == 5, done.output
     assert "cordoned n2: doctor: disk: /tmp is not writable" in done.output
     assert nodes.state("n1").cordons["n2"].by == "doctor"
     plain = runner.invoke(app, ["doctor", inventory])  # without --cordon: nothing changes
-    assert plain.exit_code == 2 and nodes.writes == 1 and "cordoned" not in plain.output
+    assert plain.exit_code == 5 and nodes.writes == 1 and "cordoned" not in plain.output
     monkeypatch.setattr(doctor, "run_doctor", lambda plan, **kw: doctor_report(every_node("disk")))
     done = runner.invoke(app, ["doctor", inventory, "--cordon", "--json"])
     assert done.exit_code == 0, done.output
@@ -388,6 +388,6 @@ def test_bench_cordon_cordons_a_slow_node(inventory, monkeypatch):
     slow = Finding("node", ("n2",), 0.1, 1.0, "every pair with n2 is slow")
     monkeypatch.setattr(bench, "run_bench", lambda plan, **kw: bench_report([slow]))
     done = CliRunner().invoke(app, ["bench", inventory, "--cordon"])
-    assert done.exit_code == 2, done.output
+    assert done.exit_code == 5, done.output
     assert "cordoned n2: bench: slow node: n2: 0.10 GB/s, expected 1.00" in done.output
     assert nodes.state("n4").cordons["n2"].by == "bench"

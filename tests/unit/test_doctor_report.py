@@ -33,8 +33,8 @@ def report(*statuses: Status) -> DoctorReport:
 
 def test_exit_codes_follow_the_worst_result():
     assert report(Status.PASS, Status.PASS).exit_code == 0
-    assert report(Status.PASS, Status.WARN).exit_code == 1
-    assert report(Status.WARN, Status.FAIL, Status.PASS).exit_code == 2
+    assert report(Status.PASS, Status.WARN).exit_code == 6  # warnings only
+    assert report(Status.WARN, Status.FAIL, Status.PASS).exit_code == 5  # a check failed
     assert DoctorReport("t", []).exit_code == 0
 
 
@@ -74,7 +74,7 @@ def test_table_groups_by_check_and_folds_passes():
     assert text.count("pass") == 2  # one folded row + the summary line
     assert "n0 +4" in text and "n0: ok 0" in text
     assert "FAIL" in text and "n2 -> 127.0.1.1" in text and "edit /etc/hosts" in text
-    assert "1 fail" in text and "(exit 2)" in text
+    assert "1 fail" in text and "(exit 5)" in text
     assert "edit /etc/hosts" not in render(rep, fix_hints=False)
 
 

@@ -91,7 +91,7 @@ def test_down_asks_on_a_terminal_and_a_no_changes_nothing(inventory, env, answer
 
 
 def test_down_node_says_the_other_nodes_are_provisioned_again(inventory, env):
-    out, code = on_a_terminal(["down", str(inventory), "--node", "b"], env, b"no\n")
+    out, code = on_a_terminal(["down", str(inventory), "--nodes", "b"], env, b"no\n")
     assert "the other 1 node(s) (a) are provisioned again without b" in out
     assert "Go on? [y/N]" in out and code == 1
 

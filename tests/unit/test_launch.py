@@ -75,7 +75,7 @@ def test_np_per_node_and_hosts_place_ranks_in_order():
     [
         ({"np": 7}, "more than the 6 slot(s)"),
         ({"np": 0}, "at least 1"),
-        ({"hosts": ("node9",)}, "no node 'node9'"),
+        ({"hosts": ("node9",)}, "--nodes 'node9': no such node"),
         ({"hosts": ("node1", "node1")}, "twice"),
         ({"env": ("1BAD=x",)}, "not NAME or NAME=VALUE"),
         ({"env": ("UNSET_HERE",)}, "not set here"),
@@ -367,7 +367,7 @@ def test_a_cordoned_node_is_left_out_said_so_and_refused_by_name():
     launch = build(INVENTORY, RunOptions(program=("a",)), head, {})
     assert launch.placement == {"node1": 2, "node3": 2}
     assert launch.left_out == ("node2 is cordoned (bad disk; by doctor): left out",)
-    with pytest.raises(UsageError, match=r"--hosts node2: node2 is cordoned \(bad disk"):
+    with pytest.raises(UsageError, match=r"--nodes node2: node2 is cordoned \(bad disk"):
         build(INVENTORY, RunOptions(program=("a",), hosts=("node2",)), head, {})
     every = CordonState(3, dict.fromkeys(("node1", "node2", "node3"), Cordon("x", 1.0)))
     with pytest.raises(UsageError, match="every node is cordoned"):

@@ -43,7 +43,9 @@ def test_each_answer_is_one_state_with_its_first_failure():
     assert sick.finding["check"] == "stack" and gone.problem == "timed out after 10 s"
     assert never.problem == "no health check has run as root here yet"
     report = NodesReport("c", [ready, sick, gone, never])
-    assert report.exit_code == 1 and NodesReport("c", [ready]).exit_code == 0
+    assert report.exit_code == 5 and NodesReport("c", [ready]).exit_code == 0
+    assert NodesReport("c", [ready, gone]).exit_code == 4  # unreachable, none found broken
+    assert NodesReport("c", [gone, never]).exit_code == 5
     assert report.to_dict()["nodes"][1]["finding"]["evidence"] == "1 changed"
 
 
