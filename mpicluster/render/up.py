@@ -61,7 +61,7 @@ def show_preview(display: Display, result: UpPreview) -> None:
         [
             escape(node.name),
             escape(node.system),
-            _record_word(node.record),
+            _record_word(node.record, node.changed_since),
             escape(node.stack),
             f"{len(node.files)} of {len(node.files) + node.files_same}",
         ]
@@ -92,10 +92,14 @@ def show_preview(display: Display, result: UpPreview) -> None:
         display.info("up would change nothing: every node matches the last up's record")
 
 
-def _record_word(record: str) -> str:
-    if not record:
-        return "matches"
-    return "none" if record.startswith("no record") else "differs"
+def _record_word(record: str, changed_since: list[str]) -> str:
+    """The node against the last up's record, in a word: none (no record), differs (this
+    run's inputs are not the record's), edited (a file changed on it since), matches."""
+    if record.startswith("no record"):
+        return "none"
+    if record:
+        return "differs"
+    return "edited" if changed_since else "matches"
 
 
 PREVIEW_STATES = {
