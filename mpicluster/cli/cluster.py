@@ -156,15 +156,7 @@ def down(
         said = describe(
             plan, node=one, keep_stack=keep_stack, keep_key=keep_key, purge_homes=purge_homes
         )
-        if not yes and display.can_ask():
-            for line in said:
-                display.info(line)
-            if not display.ask("Go on?"):
-                display.error("answered no: nothing was changed on any node")
-                raise typer.Exit(exitcodes.FAILED)
-        else:
-            for line in said:
-                display.progress(line)
+        _confirm(display, said, yes)
         with PlaybookView(display, [n.name for n in plan.nodes]) as view:
             result = teardown(
                 plan,
@@ -180,6 +172,19 @@ def down(
             raise typer.Exit(result.exit_code)
         if not json_output:
             display.success(render.down_summary(result))
+
+
+def _confirm(display: Display, said: list[str], yes: bool) -> None:
+    """What down will do, said; on a terminal (unless --yes) asked first: a no exits 1."""
+    if yes or not display.can_ask():
+        for line in said:
+            display.progress(line)
+        return
+    for line in said:
+        display.info(line)
+    if not display.ask("Go on?"):
+        display.error("answered no: nothing was changed on any node")
+        raise typer.Exit(exitcodes.FAILED)
 
 
 def smoke(

@@ -72,6 +72,8 @@ REGISTRY = {
     "mpicluster.local.podman:Podman.read_file": "test_local_host_key_reads_are_constant",
     "mpicluster.local.cluster:_known_hosts": "test_local_host_key_reads_are_constant",
     "mpicluster.nodes.facts:gather": "test_node_facts_command",
+    "mpicluster.up.preview:file_states": "test_dry_run_file_probe_keeps_hostile_paths_whole",
+    "mpicluster.util.proc:run": "test_the_command_log_shows_a_local_command_as_it_splits_back",
     "mpicluster.remote.relay:remote_command": "test_relay_command_runs_intact_under_sh",
     "mpicluster.remote.sshlogin:measure": "test_the_node_checks_login_keeps_hostile_values_whole",
     "mpicluster.smoke.steps:env_matrix.command": "test_smoke_env_matrix_command",
@@ -704,6 +706,31 @@ def test_node_facts_command(tmp_path, monkeypatch):
         "/opt/odd-prefix.x_y+z@w",
         "/usr/cuda-1.2",
     ]
+
+
+def test_dry_run_file_probe_keeps_hostile_paths_whole(tmp_path, monkeypatch):
+    from mpicluster.nodes import transport
+    from mpicluster.up import preview
+
+    commands = []
+    monkeypatch.setattr(
+        transport, "run_everywhere", lambda inv, command, **kw: commands.append(command) or {}
+    )
+    hostile = ["/etc/a b", "/x;rm -rf /", "$(id)", "'quoted'", "-n"]
+    preview.file_states(inventory(tmp_path), hostile)
+    assert shlex.split(commands[0]) == [remote.PYTHON, "-", "/etc/environment", *hostile]
+
+
+def test_the_command_log_shows_a_local_command_as_it_splits_back(caplog):
+    from mpicluster.util import commandlog, proc
+
+    argv = ["printf", "%s\\n", "a b;$(id)", "'x'", "--"]
+    with caplog.at_level("INFO", logger=commandlog.LOG.name):
+        done = proc.run(argv)
+    assert done.output.splitlines()[0] == "a b;$(id)"
+    (record,) = [r for r in caplog.records if r.name == commandlog.LOG.name]
+    where, _, shown = record.getMessage().partition(": ")
+    assert where == "local" and shlex.split(shown) == argv
 
 
 def test_smoke_env_matrix_command(tmp_path, monkeypatch):
