@@ -5,7 +5,7 @@ gives every node back as it was before either.
 The previous release is the tree of PREVIOUS (the last landed release of mpicluster),
 taken from this clone's history with `git archive` and run with this venv's Python (the
 two releases need the same libraries). On its own marker: a cluster of its own and two
-full `up`s (about 5 minutes), run before a release.
+full `up`s (112 s on 2 cores, 2026-11-29), run before a release.
 """
 
 from __future__ import annotations
@@ -90,10 +90,12 @@ def test_this_release_takes_over_the_previous_releases_cluster(cluster, previous
     new = mpicluster("up", str(inventory), "--json")
     result = json.loads(new.stdout)
     assert result["path"] == "full", result["why"]
-    assert (
-        result["why"]
-        == "mpicluster (its playbooks or the programs they install) changed since the last up"
-    )
+    # what the record names first: the new playbooks, or what they write (the new health
+    # check, the paths of the new release's files)
+    assert result["why"] in (
+        "mpicluster (its playbooks or the programs they install) changed since the last up",
+        "the inventory (what up writes on the nodes) changed since the last up",
+    ), result["why"]
     assert result["smoke"]["ok"], result["smoke"]
     for node in NODES:
         environment = podman_exec(cluster, node, "cat /etc/environment").stdout
