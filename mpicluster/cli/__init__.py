@@ -1,7 +1,10 @@
 """The mpicluster command line: each command parses, calls the core once, renders, exits.
 
 Nothing outside this package imports it. Command groups live in their own modules
-(cluster.py: validate, fetch, up, smoke, hostfile; doctor.py; local.py).
+(cluster.py: validate, fetch, up, smoke, hostfile; doctor.py; local.py). Their
+modules import only typer and what their options' help needs: a command imports the
+core and the render layer it uses when it runs, so `mpicluster --help` (and every
+command's start) loads no more than it needs (tests/unit/test_cli_start.py).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import typer
 from mpicluster import __version__
 from mpicluster.cli import bench, cluster, doctor, jobs, local, nodes, run
 from mpicluster.cli.help import HELP_OPTIONS, Command, examples
-from mpicluster.render.display import show_command_log
 from mpicluster.util import exitcodes
 
 app = typer.Typer(
@@ -59,6 +61,8 @@ def root(
 ) -> None:
     """Turn SSH-reachable Linux machines into a verified MPI/GPU cluster."""
     if verbose:
+        from mpicluster.render.display import show_command_log
+
         show_command_log()
 
 

@@ -7,12 +7,8 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import render
 from mpicluster.cli.common import NODES_METAVAR, InventoryArg, guarded
 from mpicluster.cli.help import examples
-from mpicluster.cluster import node_choice
-from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.render import Display
 from mpicluster.util import exitcodes
 
 NodesOpt = Annotated[
@@ -98,8 +94,12 @@ def bench(
     input, 4 a node could not be reached, 5 a slow node or link, a wrong result or a
     run that failed, 6 warnings only (no baseline: iperf3 missing), 130 interrupted.
     """
+    from mpicluster import render
     from mpicluster.bench import cordon_findings, history, plots, run_bench
     from mpicluster.cli.nodes import follow_findings
+    from mpicluster.cluster import node_choice
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
     from mpicluster.render.nodes import show_applied
 
     display = Display(quiet=json_output)

@@ -3,11 +3,10 @@ hostfile."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mpicluster import render
 from mpicluster.cli.common import (
     InventoryArg,
     JsonOpt,
@@ -16,12 +15,13 @@ from mpicluster.cli.common import (
     terminate_as_interrupt,
 )
 from mpicluster.cli.help import choices, examples
-from mpicluster.cluster import hostfiles, node_choice
-from mpicluster.cluster.inventory import load_inventory
-from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.render import Display, PlaybookView
+from mpicluster.cluster import hostfiles
 from mpicluster.util import exitcodes
 from mpicluster.util.errors import UsageError
+
+if TYPE_CHECKING:
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
 
 
 def validate(inventory: InventoryArg) -> None:
@@ -29,6 +29,9 @@ def validate(inventory: InventoryArg) -> None:
 
     Exit codes: 0 valid, 2 any problem (each listed with its line).
     """
+    from mpicluster.cluster.inventory import load_inventory
+    from mpicluster.render import Display
+
     display = Display()
     with guarded(display):
         inv = load_inventory(inventory)
@@ -70,6 +73,11 @@ def up(
     Exit codes: 0 ok, 1 another failure (a build, a missing tool), 2 bad input, 3 a host
     failed a task, 4 a host was unreachable, 5 the smoke test failed, 130 interrupted.
     """
+    from mpicluster import render
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
+    from mpicluster.render.playbook import PlaybookView
+    from mpicluster.render.up import up_summary
     from mpicluster.up.provision import provision
 
     display = Display()
@@ -87,16 +95,18 @@ def up(
         if result.exit_code != exitcodes.OK:
             raise typer.Exit(result.exit_code)
         if not json_output:
-            display.success(render.up_summary(result))
+            display.success(up_summary(result))
 
 
 def _preview(display: Display, plan: ClusterPlan, json_output: bool) -> None:
+    from mpicluster import render
+    from mpicluster.render.up import preview_summary
     from mpicluster.up.preview import preview
 
     found = preview(plan, display.progress)
     render.show(display, found, as_json=json_output)
     if not json_output:
-        display.success(render.preview_summary(found))
+        display.success(preview_summary(found))
 
 
 def down(
@@ -143,7 +153,13 @@ def down(
     4 a host was unreachable (run `down` again when it is back), 5 with --nodes, the
     smoke test of the other nodes failed, 130 interrupted.
     """
+    from mpicluster import render
+    from mpicluster.cluster import node_choice
+    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.down.teardown import describe, teardown
+    from mpicluster.render import Display
+    from mpicluster.render.playbook import PlaybookView
+    from mpicluster.render.up import down_summary
 
     display = Display()
     terminate_as_interrupt()
@@ -171,7 +187,7 @@ def down(
         if result.exit_code != exitcodes.OK:
             raise typer.Exit(result.exit_code)
         if not json_output:
-            display.success(render.down_summary(result))
+            display.success(down_summary(result))
 
 
 def _confirm(display: Display, said: list[str], yes: bool) -> None:
@@ -206,6 +222,9 @@ def smoke(
     Exit codes: 0 passed, 1 an internal error, 2 bad input, 5 the smoke test failed
     (a node it could not reach fails it too).
     """
+    from mpicluster import render
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
     from mpicluster.smoke.steps import run_smoke
 
     display = Display()
@@ -243,6 +262,9 @@ def fetch(
     Exit codes: 0 every source is in the cache, 1 a download failed, 2 bad input, 4 a
     node could not be asked its Python (give --python).
     """
+    from mpicluster import render
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
     from mpicluster.stack.prepare import fetch_for
 
     display = Display()
@@ -274,7 +296,9 @@ def hostfile(
     Exit codes: 0 printed, 1 an internal error, 2 bad input, 4 a node whose cores were
     needed could not be reached.
     """
+    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.nodes import facts as node_facts
+    from mpicluster.render import Display
 
     display = Display()
     with guarded(display):

@@ -8,14 +8,15 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mpicluster.cluster.inventory import InventoryError
-from mpicluster.render import Display
 from mpicluster.util import exitcodes
 from mpicluster.util.errors import MpiclusterError
+
+if TYPE_CHECKING:
+    from mpicluster.render import Display
 
 InventoryArg = Annotated[
     Path, typer.Argument(help="Inventory YAML file describing the cluster.", show_default=False)
@@ -33,6 +34,8 @@ def renamed(old: str, new: str) -> Callable[[Any], Any]:
 
     def say(value: Any) -> Any:
         if value not in (None, [], ()):
+            from mpicluster.render import Display
+
             Display().note(f"{old} is now {new} (the old name still works)")
         return value
 
@@ -57,6 +60,8 @@ def guarded(display: Display) -> Iterator[None]:
     A bug is one line too (unless MPICLUSTER_DEBUG asks for the traceback), exiting 1
     (exitcodes.FAILED): never a code that reads as "passed" or "warnings only".
     """
+    from mpicluster.cluster.inventory import InventoryError
+
     try:
         yield
     except InventoryError as exc:

@@ -6,11 +6,8 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import render
 from mpicluster.cli.common import InventoryArg, guarded
 from mpicluster.cli.help import examples
-from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.render import Display
 from mpicluster.util import exitcodes
 
 CheckOpt = Annotated[
@@ -132,9 +129,11 @@ def doctor(
     Exit codes: 0 every check passed, 1 doctor itself failed (an internal error),
     2 bad input, 5 at least one check failed, 6 warnings only, 130 interrupted.
     """
+    from mpicluster import render
     from mpicluster.cli.nodes import follow_findings
+    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.doctor import cordon_findings, run_doctor
-    from mpicluster.render.nodes import show_applied
+    from mpicluster.render import Display
 
     display = Display(quiet=json_output)
     with guarded(display):
@@ -154,6 +153,8 @@ def doctor(
         applied = follow_findings(plan, cordon_findings(report, plan), report) if cordon else None
         render.show(display, report, as_json=json_output, fix_hints=fix_hints)
         if applied is not None and not json_output:
+            from mpicluster.render.nodes import show_applied
+
             show_applied(display, applied)
         if report.exit_code != exitcodes.OK:
             raise typer.Exit(report.exit_code)

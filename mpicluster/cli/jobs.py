@@ -3,17 +3,19 @@ started, read from their head nodes."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
 from mpicluster.cli.help import choices, examples
 from mpicluster.cli.run import COLLECT_FROM
-from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.render import Display
 from mpicluster.util import exitcodes
 from mpicluster.util.errors import UsageError
+
+if TYPE_CHECKING:
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
 
 JobArg = Annotated[
     str, typer.Argument(help="The job's id (`mpicluster jobs` lists them).", show_default=False)
@@ -42,7 +44,16 @@ CollectFromOpt = Annotated[
 
 
 def _plan(inventory) -> ClusterPlan:
+    from mpicluster.cluster.plan import ClusterPlan
+
     return ClusterPlan.load(inventory)
+
+
+def _display() -> Display:
+    """The jobs commands' display: every message on stderr (stdout is the job's)."""
+    from mpicluster.render import Display
+
+    return Display(messages_on_stderr=True)
 
 
 def jobs(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
@@ -57,7 +68,7 @@ def jobs(inventory: InventoryArg, json_output: JsonOpt = False) -> None:
     from mpicluster.render.jobs import show_jobs
     from mpicluster.run import detached
 
-    display = Display(messages_on_stderr=True)
+    display = _display()
     with guarded(display):
         plan = _plan(inventory)
         listing = detached.list_jobs(plan)
@@ -88,7 +99,7 @@ def logs(
     from mpicluster.render.run import LinePrinter, show_exit
     from mpicluster.run import detached
 
-    display = Display(messages_on_stderr=True)
+    display = _display()
     with guarded(display):
         plan = _plan(inventory)
         found = detached.find(plan, job)
@@ -123,7 +134,7 @@ def stop(inventory: InventoryArg, job: JobArg, json_output: JsonOpt = False) -> 
     from mpicluster.render.jobs import show_stopped
     from mpicluster.run import detached
 
-    display = Display(messages_on_stderr=True)
+    display = _display()
     with guarded(display):
         plan = _plan(inventory)
         found = detached.find(plan, job)
@@ -154,7 +165,7 @@ def collect(
     from mpicluster.run import detached
     from mpicluster.run.collect import checked_path
 
-    display = Display(messages_on_stderr=True)
+    display = _display()
     with guarded(display):
         if collect_from is not None and collect_from not in COLLECT_FROM:
             raise UsageError(f"--collect-from {collect_from!r}: one of {', '.join(COLLECT_FROM)}")

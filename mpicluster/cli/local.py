@@ -7,11 +7,9 @@ from typing import Annotated
 
 import typer
 
-from mpicluster import render
 from mpicluster.cli.common import JsonOpt, guarded, renamed
 from mpicluster.cli.help import HELP_OPTIONS, Command, choices, examples
 from mpicluster.local.spec import PROVIDERS
-from mpicluster.render import Display
 from mpicluster.util import exitcodes
 from mpicluster.util.errors import MpiclusterError
 
@@ -88,8 +86,10 @@ def local_up(
     Exit codes: 0 every node is up and reachable, 1 a failure (podman, vagrant, an
     image build), 2 bad input, 4 a node is not reachable over SSH, 130 interrupted.
     """
+    from mpicluster import render
     from mpicluster.local import cluster
     from mpicluster.local.spec import LocalSpec
+    from mpicluster.render import Display
 
     display = Display()
     with guarded(display):
@@ -131,6 +131,7 @@ def local_down(
     Exit codes: 0 removed, 1 a failure (podman, vagrant), 2 bad input (no such cluster).
     """
     from mpicluster.local import cluster
+    from mpicluster.render import Display
 
     display = Display()
     with guarded(display):
@@ -152,7 +153,9 @@ def local_status(
     Exit codes: 0 every node is reachable, 1 a failure, 2 bad input (no such cluster),
     4 a node is not reachable over SSH.
     """
+    from mpicluster import render
     from mpicluster.local import cluster
+    from mpicluster.render import Display
 
     display = Display()
     with guarded(display):

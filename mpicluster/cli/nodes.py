@@ -9,11 +9,10 @@ import typer
 
 from mpicluster.cli.common import InventoryArg, JsonOpt, guarded
 from mpicluster.cli.help import examples
-from mpicluster.cluster.cordon_verdicts import Findings
-from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.render import Display
 
 if TYPE_CHECKING:
+    from mpicluster.cluster.cordon_verdicts import Findings
+    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.health import AppliedFindings
 
 
@@ -36,7 +35,9 @@ def nodes(
     Exit codes: 0 every node ready, 2 bad input, 4 a node could not be reached (every
     other is ready), 5 a node is not ready (unhealthy, unknown, cordoned, drained).
     """
+    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.health import node_states
+    from mpicluster.render import Display
     from mpicluster.render.nodes import show_nodes
 
     display = Display()
@@ -85,7 +86,9 @@ def uncordon(inventory: InventoryArg, node: NodeArg, json_output: JsonOpt = Fals
 
 
 def _change(inventory, node: str, reason: str | None, json_output: bool) -> None:
+    from mpicluster.cluster.plan import ClusterPlan
     from mpicluster.health import change
+    from mpicluster.render import Display
     from mpicluster.render.nodes import show_cordon
 
     display = Display()

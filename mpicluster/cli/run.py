@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,13 +18,13 @@ from mpicluster.cli.common import (
     terminate_as_interrupt,
 )
 from mpicluster.cli.help import choices, examples
-from mpicluster.cluster import node_choice
-from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.render import Display
-from mpicluster.render.run import LinePrinter, show_hang, show_setup
-from mpicluster.run import JobOutcome, JobRequest, RunOptions, Watchers, inspect_ranks, run_request
 from mpicluster.util import exitcodes
 from mpicluster.util.errors import UsageError
+
+if TYPE_CHECKING:
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
+    from mpicluster.run import JobOutcome, RunOptions, Watchers
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": False}
 LAUNCHERS = ("mpirun", "torchrun")
@@ -231,6 +231,11 @@ def run(
     failed on a node, 4 a node could not be reached, 124 the job was stopped by
     --hang-timeout, 130 interrupted (Ctrl-C).
     """
+    from mpicluster.cluster import node_choice
+    from mpicluster.cluster.plan import ClusterPlan
+    from mpicluster.render import Display
+    from mpicluster.run import JobRequest, run_request
+
     display = Display(messages_on_stderr=True)
     with guarded(display):
         plan = ClusterPlan.load(inventory)
@@ -256,17 +261,27 @@ def run(
             keep_hung=keep_hung,
             dry_run=dry_run,
         )
-        printer = LinePrinter(tag=tag, stdout_to_stderr=json_output)
-        watchers = Watchers(
-            progress=display.progress,
-            on_line=printer.line,
-            on_setup_line=lambda node, _, line: display.tagged(node, line),
-            on_setup=lambda done, synced: show_setup(display, done, synced, as_json=json_output),
-            on_hang=lambda report: show_hang(display, report, hang_timeout or 0),
-            before_job=terminate_as_interrupt,
-        )
+        watchers = _watchers(display, tag=tag, as_json=json_output, hang_timeout=hang_timeout)
         outcome = run_request(plan, request, dict(os.environ), watchers, detach=detach)
         _shown(display, outcome, str(inventory), dry_run=dry_run, as_json=json_output)
+
+
+def _watchers(
+    display: Display, *, tag: bool, as_json: bool, hang_timeout: float | None
+) -> Watchers:
+    """What the job's lines, its setup and a hang report show, as they come."""
+    from mpicluster.render.run import LinePrinter, show_hang, show_setup
+    from mpicluster.run import Watchers
+
+    printer = LinePrinter(tag=tag, stdout_to_stderr=as_json)
+    return Watchers(
+        progress=display.progress,
+        on_line=printer.line,
+        on_setup_line=lambda node, _, line: display.tagged(node, line),
+        on_setup=lambda done, synced: show_setup(display, done, synced, as_json=as_json),
+        on_hang=lambda report: show_hang(display, report, hang_timeout or 0),
+        before_job=terminate_as_interrupt,
+    )
 
 
 def _judged(
@@ -358,6 +373,7 @@ def _inspect(display: Display, plan: ClusterPlan, *, as_json: bool) -> None:
     """--inspect: where the ranks of the jobs running on the nodes are; exit 1 if none
     was found."""
     from mpicluster.render.run import show_inspect
+    from mpicluster.run import inspect_ranks
 
     report = inspect_ranks(plan, display.progress)
     show_inspect(display, report, as_json=as_json)

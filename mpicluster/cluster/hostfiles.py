@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
 
 from mpicluster.cluster import layout
-from mpicluster.cluster.plan import ClusterPlan
-from mpicluster.util import templates
 from mpicluster.util.errors import UsageError
+
+if TYPE_CHECKING:
+    from mpicluster.cluster.plan import ClusterPlan
 
 FORMATS = ("openmpi", "mpich", "horovod", "deepspeed")
 #: Where `up` writes each format on the nodes.
@@ -53,6 +55,8 @@ def render(node_slots: Mapping[str, int], fmt: str) -> str:
     """One format's hostfile, from its template (templates/hostfile.FORMAT.j2)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown hostfile format {fmt!r} (one of: {', '.join(FORMATS)})")
+    from mpicluster.util import templates  # Jinja2: only when a hostfile is written
+
     return templates.render(f"hostfile.{fmt}.j2", slots=dict(node_slots))
 
 

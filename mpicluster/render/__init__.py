@@ -9,21 +9,26 @@ they come, its hang reports while it runs, and its JSON carries the sync's resul
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
 from mpicluster.render.display import Display, styled
-from mpicluster.render.playbook import PlaybookView
-from mpicluster.render.up import down_summary, preview_summary, up_summary
 
-__all__ = [
-    "Display",
-    "PlaybookView",
-    "down_summary",
-    "preview_summary",
-    "show",
-    "styled",
-    "up_summary",
-]
+__all__ = ["Display", "show", "styled"]
+
+#: Each result type (by its module and name) -> its renderer (module: function). Only the
+#: renderer a command needs is imported, with the core types it names: doctor's table
+#: loads no part of up, down or bench (tests/unit/test_cli_start.py).
+RENDERERS = {
+    "mpicluster.up.provision.UpResult": "mpicluster.render.up:show_up",
+    "mpicluster.up.preview.UpPreview": "mpicluster.render.up:show_preview",
+    "mpicluster.down.teardown.DownResult": "mpicluster.render.up:show_down",
+    "mpicluster.smoke.steps.SmokeReport": "mpicluster.render.up:show_smoke",
+    "mpicluster.doctor.model.DoctorReport": "mpicluster.render.doctor:show_doctor",
+    "mpicluster.bench.report.BenchReport": "mpicluster.render.bench:show_bench",
+    "mpicluster.local.cluster.LocalCluster": "mpicluster.render.local:show_local",
+    "mpicluster.stack.prepare.FetchResult": "mpicluster.render.stack:show_fetch",
+}
 
 
 def show(display: Display, result: Any, *, as_json: bool = False, **options: Any) -> None:
@@ -31,28 +36,9 @@ def show(display: Display, result: Any, *, as_json: bool = False, **options: Any
     if as_json:
         display.json(result.to_dict(**options))
         return
-    # the renderers import the core's result types: only when a table is wanted
-    from mpicluster.bench import BenchReport
-    from mpicluster.doctor.model import DoctorReport
-    from mpicluster.down.teardown import DownResult
-    from mpicluster.local.cluster import LocalCluster
-    from mpicluster.render import bench, doctor, local, stack, up
-    from mpicluster.smoke.steps import SmokeReport
-    from mpicluster.stack.prepare import FetchResult
-    from mpicluster.up.preview import UpPreview
-    from mpicluster.up.provision import UpResult
-
-    renderers = {
-        UpResult: up.show_up,
-        UpPreview: up.show_preview,
-        DownResult: up.show_down,
-        SmokeReport: up.show_smoke,
-        DoctorReport: doctor.show_doctor,
-        BenchReport: bench.show_bench,
-        LocalCluster: local.show_local,
-        FetchResult: stack.show_fetch,
-    }
-    renderer = renderers.get(type(result))
-    if renderer is None:
-        raise TypeError(f"no renderer for {type(result).__name__}")
-    renderer(display, result, **options)
+    kind = type(result)
+    where = RENDERERS.get(f"{kind.__module__}.{kind.__qualname__}")
+    if where is None:
+        raise TypeError(f"no renderer for {kind.__name__}")
+    module, function = where.split(":")
+    getattr(import_module(module), function)(display, result, **options)
