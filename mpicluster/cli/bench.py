@@ -29,7 +29,8 @@ ExpectOpt = Annotated[
     typer.Option(
         "--expect",
         metavar="GBPS",
-        help="What a pair should carry, GB/s each way [default: the median pair].",
+        help="What a pair should carry, GB/s each way "
+        "[default: the median of the faster half of the pairs].",
         show_default=False,
     ),
 ]
