@@ -472,6 +472,7 @@ def _mpi_spec(
             ucx="ucx" in by_name,
         ),
         "prte_defaults": recipe.prte_defaults(by_name["openmpi"]),
+        "openmpi_docs_left_out": list(recipe.OPENMPI_DOCS_LEFT_OUT),
         "ucx": _ucx_spec(by_name, stack_dir, mpi_cuda_home, gpus_present=stack.gpus_present),
         "cuda_aware": cuda_aware,
         "openmpi_cuda": (

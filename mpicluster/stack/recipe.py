@@ -75,7 +75,67 @@ def openmpi_configure_args(
     # needs on Debian bookworm, pulls in all three), and that build would then need the
     # distribution's libraries at run time on every node, unknown to the fingerprint.
     args += [f"--with-{part}=internal" for part in BUNDLED_RUNTIME[major >= 5]]
+    # what no job here loads is left unbuilt (OPENMPI_CUTS); the inventory's own
+    # arguments come last, and configure takes the last of an option given twice
+    args += openmpi_cuts(source)
     return [*args, *extra]
+
+
+#: Open MPI's components the stack leaves unbuilt: none is loaded by the smoke test, the
+#: seed workloads, mpi4py's test suite or Horovod. docs/stack.md's table says what each
+#: takes from a user and how an inventory gets it back (stack.openmpi.configure_args).
+OPENMPI_NO_BUILD = (
+    # MPI-level traffic monitoring (pml_monitoring_enable): a profiling tool, off by default
+    "coll-monitoring",
+    "osc-monitoring",
+    "pml-monitoring",
+    "common-monitoring",
+    # topology-aware rank reordering of MPI_Dist_graph_create(reorder=1); topo basic still
+    # makes every topology
+    "topo-treematch",
+    # sender-based message logging (vprotocol pessimist, through pml v), fault-tolerance
+    # research that a job turns on with --mca vprotocol pessimist
+    "pml-v",
+    "vprotocol-pessimist",
+)
+
+#: Each cut: the configure option and the first Open MPI series that has it.
+OPENMPI_CUTS = (
+    # ROMIO, the second MPI-IO implementation (its own configure and 385 C files): OMPIO
+    # stays, 5.x's MPI-IO everywhere (4.1's everywhere but Lustre)
+    ("--disable-io-romio", 4),
+    # OpenSHMEM (oshrun, shmem.h): built only beside UCX (its one spml), nowhere used
+    ("--disable-oshmem", 4),
+    ("--enable-mca-no-build=" + ",".join(OPENMPI_NO_BUILD), 4),
+    # the TreeMatch library 5.x bundles beside topo treematch (built without the component)
+    ("--without-treematch", 5),
+    # static archives: Open MPI builds none by default, the libevent it bundles builds
+    # both kinds (every object compiled twice); the option reaches libevent's configure
+    ("--disable-static", 5),
+    # PMIx's command-line tools (pmix_info, pattrs, pps, pquery, ...): mpirun needs none
+    ("--disable-pmix-binaries", 5),
+    # the manuals come prebuilt in the tarball: a builder with Sphinx would build them
+    # again (minutes), unknown to the fingerprint
+    ("--disable-sphinx", 5),
+)
+
+
+def openmpi_cuts(source: Source) -> list[str]:
+    """The configure options of OPENMPI_CUTS this Open MPI series has."""
+    major = _major(source)
+    return [option for option, since in OPENMPI_CUTS if major >= since]
+
+
+#: The HTML manuals Open MPI 5 installs with its bundled PMIx, PRRTE and hwloc (76 MB in
+#: 2,066 files of a 103 MB install): the same pages as docs.open-mpi.org for the release.
+#: The stack leaves them out of its tree, so every pack, copy and manifest is smaller;
+#: the man pages stay (man mpirun, man MPI_Allreduce).
+OPENMPI_DOCS_LEFT_OUT = (
+    "share/doc/openmpi",
+    "share/doc/pmix",
+    "share/doc/prrte",
+    "share/doc/hwloc",
+)
 
 
 #: What Open MPI bundles of its runtime: 4.x (ORTE), 5.x (PRRTE, a separate project).

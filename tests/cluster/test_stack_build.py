@@ -185,6 +185,7 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
             node, "grep -l MPICLUSTER_BUILD= /proc/[0-9]*/environ 2>/dev/null | wc -l"
         ).stdout.strip()
         assert marked == "0", f"{node}: build processes still running"
+    check_cuts(cluster, "node3")
     # Built once: only the builder has a compiler; the others got the tree by copy.
     assert cluster.ssh("node1", "command -v gcc", check=False).returncode == 0
     for node in ("node2", "node3"):
@@ -198,6 +199,18 @@ def test_rerun_builds_once_installs_everywhere_and_verifies(build):
         check_gpu_stack(cluster, version, build["work"])
         for node in ("node1", "node2", "node3"):  # no GPU, no RDMA: no peer-memory module
             assert cluster.ssh(node, f"test ! -e {PEERMEM_CONF}", check=False).returncode == 0
+
+
+def check_cuts(cluster, node: str) -> None:
+    """What the stack leaves unbuilt (stack/recipe.py: OPENMPI_CUTS), on a node that got
+    the tree by copy: MPI-IO is OMPIO's, no ROMIO (4.1's romio321, 5.x's romio341); the
+    HTML manuals left out, the man pages kept."""
+    info = cluster.ssh(node, f"{PREFIX}/current/bin/ompi_info --parsable").stdout
+    assert "mca:io:ompio:version:" in info and "mca:io:romio" not in info, info[-2000:]
+    kept = cluster.ssh(node, f"ls {PREFIX}/current/share/doc/openmpi", check=False)
+    assert kept.returncode != 0, kept.stdout
+    man = cluster.ssh(node, f"ls {PREFIX}/current/share/man/man1/mpirun.1*", check=False)
+    assert man.returncode == 0, man.stderr
 
 
 def check_gpu_stack(cluster, version: str, work: Path) -> None:

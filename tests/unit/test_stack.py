@@ -152,6 +152,12 @@ def test_cache_uses_the_mirror_first_and_offline_mode_never_downloads(tmp_path):
         SourceCache(tmp_path / "other").ensure(source, seen.append, offline=True)
 
 
+NO_BUILD = (
+    "--enable-mca-no-build=coll-monitoring,osc-monitoring,pml-monitoring,common-monitoring,"
+    "topo-treematch,pml-v,vprotocol-pessimist"
+)
+
+
 def test_openmpi_configure_args_follow_the_series():
     four = lockfile.Source("openmpi", "4.1.4", Url("https://x/o.tar.bz2"), "a" * 64)
     five = lockfile.Source("openmpi", "5.0.10", Url("https://x/o.tar.bz2"), "a" * 64)
@@ -166,13 +172,17 @@ def test_openmpi_configure_args_follow_the_series():
         "--with-pmix=internal",
         "--with-hwloc=internal",
         "--with-libevent=internal",
+        # 4.1 has these three of the cuts; 5.x's PMIx tools and Sphinx it has not
+        "--disable-io-romio",
+        "--disable-oshmem",
+        NO_BUILD,
     ]
     args5 = recipe.openmpi_configure_args(
         five,
         "/p",
         cuda_home="/usr/local/cuda",
         fortran=True,
-        extra=["--disable-io-romio"],
+        extra=["--enable-io-romio"],
         ucx=True,
     )
     assert args5 == [
@@ -186,6 +196,14 @@ def test_openmpi_configure_args_follow_the_series():
         "--with-hwloc=internal",
         "--with-libevent=internal",
         "--disable-io-romio",
+        "--disable-oshmem",
+        NO_BUILD,
+        "--without-treematch",
+        "--disable-static",
+        "--disable-pmix-binaries",
+        "--disable-sphinx",
+        # the inventory's own come last: configure takes the last, ROMIO is back
+        "--enable-io-romio",
     ]
     # 5.x's --with-cuda-libdir is found on the builder, from these places
     cuda5 = recipe.openmpi_cuda(five, "/usr/local/cuda", gpus_present=True)
@@ -196,6 +214,80 @@ def test_openmpi_configure_args_follow_the_series():
     assert recipe.openmpi_cuda(five, "/c", gpus_present=False)["link_stub"]
     cuda4 = recipe.openmpi_cuda(four, "/c", gpus_present=False)
     assert not cuda4["libdir"] and not cuda4["link_stub"]
+
+
+#: Components the smoke test, the seed workloads, mpi4py's suite (MPI-IO included) and
+#: Horovod load, or that carry a job's traffic: never among the cuts.
+KEPT = {
+    "io-ompio",
+    "fs-ufs",
+    "fbtl-posix",
+    "fcoll-vulcan",
+    "fcoll-dynamic_gen2",
+    "sharedfp-individual",
+    "sharedfp-lockedfile",
+    "sharedfp-sm",
+    "pml-ob1",
+    "pml-ucx",
+    "btl-self",
+    "btl-sm",
+    "btl-tcp",
+    "osc-sm",
+    "osc-rdma",
+    "osc-ucx",
+    "coll-basic",
+    "coll-han",
+    "coll-tuned",
+    "coll-libnbc",
+    "coll-ftagree",
+    "part-persist",
+    "op-avx",
+    "topo-basic",
+    "accelerator-cuda",
+}
+
+
+def test_openmpi_cuts_leave_what_jobs_load():
+    five = lockfile.Source("openmpi", "5.0.7", Url("https://x/o.tar.bz2"), "a" * 64)
+    args = recipe.openmpi_configure_args(five, "/p", cuda_home=None, fortran=False, extra=[])
+    no_build = next(a for a in args if a.startswith("--enable-mca-no-build="))
+    cut = set(no_build.split("=", 1)[1].split(","))
+    assert cut == set(recipe.OPENMPI_NO_BUILD)
+    assert all(len(item.split("-", 1)) == 2 for item in cut)  # type-component pairs
+    assert not cut & KEPT, cut & KEPT
+    # ROMIO goes, OMPIO stays; the MPI and C++ wrappers (Horovod's build) are not touched
+    assert "--disable-io-romio" in args
+    assert not [a for a in args if a.startswith(("--disable-io-ompio", "--disable-mpi-cxx"))]
+    assert len(args) == len(set(args))
+    # the HTML manuals go, the man pages (share/man) and help texts stay
+    assert "share/doc/openmpi" in recipe.OPENMPI_DOCS_LEFT_OUT
+    assert not [d for d in recipe.OPENMPI_DOCS_LEFT_OUT if not d.startswith("share/doc/")]
+
+
+def _cpu_spec(stack: str = "") -> dict:
+    """The build spec of a one-node CPU cluster (the demo's Open MPI; no PyTorch, whose
+    wheel the spec would look up)."""
+    inventory = plan_of(
+        "cluster: t\nnodes:\n  - {name: a}\n"
+        f"stack: {{pytorch: {{enabled: false}}, horovod: {{enabled: false}}, {stack}}}\n"
+    )
+    needed = sources.needed(inventory)
+    (group,) = plan_builds(inventory, {"a": FACTS}, needed, {"cp311-x86_64": "w"}, "r", Path("/c"))
+    files = {s.component: Path("/f") for s in needed}
+    house = Wheelhouse(Path("/w"), (), {})
+    stack_dir = inventory.layout.stack_dir(group.fingerprint)
+    return _group_spec(inventory, stack_dir, group, needed, files, house)
+
+
+def test_the_build_spec_carries_the_cuts_and_an_inventory_takes_one_back():
+    spec = _cpu_spec()
+    args = spec["openmpi_configure_args"]
+    assert {"--disable-io-romio", "--disable-oshmem", "--disable-sphinx"} <= set(args)
+    assert spec["openmpi_docs_left_out"] == list(recipe.OPENMPI_DOCS_LEFT_OUT)
+    # stack.openmpi.configure_args come after the cuts: configure takes the last
+    back = _cpu_spec("openmpi: {configure_args: [--enable-io-romio, --enable-oshmem]}")
+    tail = back["openmpi_configure_args"][-2:]
+    assert tail == ["--enable-io-romio", "--enable-oshmem"]
 
 
 def test_nvcc_gencode_builds_each_present_arch_once_plus_ptx():
