@@ -95,7 +95,7 @@ def show_preview(display: Display, result: UpPreview) -> None:
 def _record_word(record: str, changed_since: list[str]) -> str:
     """The node against the last up's record, in a word: none (no record), differs (this
     run's inputs are not the record's), edited (a file changed on it since), matches."""
-    if record.startswith("no record"):
+    if "has no record" in record:
         return "none"
     if record:
         return "differs"

@@ -134,20 +134,30 @@ def judge(
         )
     for name in sorted(facts):
         seen = facts[name].get("applied")
-        if seen is None:
-            return Verdict(False, f"{name} has no record of an earlier up ({APPLIED})")
-        if seen.get("cluster") != cluster:
-            owner = seen.get("cluster")
-            why = f"of cluster {owner}" if owner else "that cannot be read"
-            return Verdict(False, f"{name}'s record of the last up is one {why}")
-        different = inputs_differ(seen.get("inputs"), inputs)
-        if different:
-            return Verdict(False, f"{different} changed since the last up")
-        changed = seen.get("changed") or []
+        why = record_mismatch(cluster, inputs, name, seen)
+        if why:
+            return Verdict(False, why)
+        changed = (seen or {}).get("changed") or []
         if changed:
             more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
             return Verdict(False, f"{name}: {changed[0]} changed since the last up{more}")
     return Verdict(True)
+
+
+def record_mismatch(
+    cluster: str, inputs: dict[str, Any], name: str, seen: dict[str, Any] | None
+) -> str:
+    """Why node `name`'s record of the last up (`seen`, its probe's `applied`) is not one
+    of this cluster for these inputs ('' when it is). `judge` asks it of every node with
+    the whole cluster's inputs; `up --dry-run` with the node's own part of them."""
+    if seen is None:
+        return f"{name} has no record of an earlier up ({APPLIED})"
+    if seen.get("cluster") != cluster:
+        owner = seen.get("cluster")
+        why = f"of cluster {owner}" if owner else "that cannot be read"
+        return f"{name}'s record of the last up is one {why}"
+    different = inputs_differ(seen.get("inputs"), inputs)
+    return f"{different} changed since the last up" if different else ""
 
 
 def inputs_differ(was: Any, now: dict[str, Any]) -> str:

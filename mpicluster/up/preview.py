@@ -214,24 +214,13 @@ def standing(
     cluster: str, inputs: dict[str, Any], name: str, seen: dict[str, Any] | None
 ) -> tuple[str, list[str]]:
     """(why this node's record of the last `up` does not match this run, '' when it
-    does; the managed paths changed on it since)."""
-    if seen is None:
-        return "no record of an earlier up", []
-    if seen.get("cluster") != cluster:
-        owner = seen.get("cluster")
-        return (
-            f"its record is one of cluster {owner}" if owner else "its record cannot be read"
-        ), []
-    changed = list(seen.get("changed") or [])
-    was = seen.get("inputs")
-    mine = {**inputs, "nodes": {name: inputs["nodes"].get(name)}}
-    theirs = (
-        {**was, "nodes": {name: (was.get("nodes") or {}).get(name)}}
-        if isinstance(was, dict)
-        else was
-    )
-    different = applied.inputs_differ(theirs, mine)
-    return (f"{different} changed since the last up" if different else ""), changed
+    does, judged on its own part of the inputs; the managed paths changed on it since)."""
+    if isinstance(seen, dict) and isinstance(seen.get("inputs"), dict):
+        was = seen["inputs"]
+        seen = {**seen, "inputs": {**was, "nodes": {name: (was.get("nodes") or {}).get(name)}}}
+    own = {**inputs, "nodes": {name: inputs["nodes"].get(name)}}
+    why = applied.record_mismatch(cluster, own, name, seen)
+    return why, list((seen or {}).get("changed") or [])
 
 
 def stack_words(found: Survey, name: str, install: str) -> str:
