@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from mpicluster.cluster.inventory import load_inventory
+from mpicluster.util.paths import state_dir
 from tests.conftest import inventory_with, mpicluster
 from tests.unit.test_no_trust_bypass import bypasses
 
@@ -100,6 +101,55 @@ def test_an_unchanged_cluster_skips_the_playbooks_until_a_node_changes(cluster, 
     assert result["smoke"] is None
     _, result = up_json(inventory, "--no-smoke")
     assert (result["path"], result["smoke"]) == ("unchanged", None)
+
+
+#: What a dry run could touch on a node: every file's path, size, mode, owner and time,
+#: and the content of the files up writes.
+SNAPSHOT = (
+    "sudo find /etc /opt /home /root /usr/local /var/lib /tmp -xdev "
+    "-printf '%p %s %m %U %T@\\n' 2>/dev/null | sort; "
+    "sudo sh -c 'sha256sum /etc/environment /etc/hosts /etc/mpicluster/* "
+    "/home/vagrant/.ssh/* 2>/dev/null; true'"
+)
+
+
+def test_a_dry_run_says_what_up_would_do_and_changes_nothing(cluster, inventory):
+    # something for it to find: node3's block and hostfile edited by hand
+    cluster.ssh(
+        "node3",
+        "sudo sed -i 's/^OMPI_MCA_btl_tcp_if_include=.*/OMPI_MCA_btl_tcp_if_include=\"lo\"/' "
+        "/etc/environment && echo '# edited' | sudo tee -a /etc/mpicluster/hostfile >/dev/null",
+    )
+    before = {name: cluster.ssh(name, SNAPSHOT).stdout for name in NODES}
+    done = mpicluster("up", str(inventory), "--dry-run", "--json")
+    text = mpicluster("up", str(inventory), "--dry-run")
+    after = {name: cluster.ssh(name, SNAPSHOT).stdout for name in NODES}
+    for name in NODES:
+        assert before[name] == after[name], f"{name} changed by a dry run"
+    found = json.loads(done.stdout)
+    assert found["dry_run"] and found["exit_code"] == 0 and found["runs_playbooks"]
+    assert found["why"] == "node3: /etc/environment changed since the last up (and 1 more)"
+    nodes = {node["name"]: node for node in found["nodes"]}
+    assert nodes["node3"]["files"] == [
+        {"path": "/etc/environment", "state": "differs"},
+        {"path": "/etc/mpicluster/hostfile", "state": "differs"},
+    ]
+    assert nodes["node3"]["changed_since"] == ["/etc/environment", "/etc/mpicluster"]
+    for name in ("node1", "node2"):
+        assert (nodes[name]["files"], nodes[name]["changed_since"]) == ([], [])
+        assert nodes[name]["record"] == "matches this run"
+    assert "node3: /etc/environment: would be rewritten (its content differs)" in text.stdout
+    assert "files would change on 1 of 3 node(s) (dry run, nothing changed)" in text.stdout
+    # no secret: the cluster's private key is nowhere in what it printed
+    key = (state_dir() / "clusters" / "pytest" / "id_ed25519").read_text()
+    body = "".join(key.splitlines()[1:-1])
+    for chunk in (body[i : i + 40] for i in range(0, len(body), 40)):
+        assert chunk not in done.stdout + done.stderr + text.stdout + text.stderr
+    # up puts node3 back; then the dry run finds nothing to do
+    up_json(inventory, "--no-smoke")
+    found = json.loads(mpicluster("up", str(inventory), "--dry-run", "--json").stdout)
+    assert not found["runs_playbooks"], found["why"]
+    assert all(node["files"] == [] and not node["changed_since"] for node in found["nodes"])
 
 
 def test_a_changed_block_reaches_the_next_login_through_a_held_master(cluster, inventory, tmp_path):
