@@ -21,7 +21,7 @@ DOWNLOADS = Path(
     os.environ.get("MPICLUSTER_TEST_DOWNLOADS", Path.home() / ".cache" / "mpicluster-tests")
 )
 SDISTS = (("mpi4py", "4.1.2"), ("horovod", "0.28.1"))
-#: Upstream archives no reachable registry carries (NCCL, nccl-tests), kept beside the
+#: Upstream archives no reachable registry carries (NCCL, nccl-tests, UCX), kept beside the
 #: checkout by these machines and CI; never copied into the repository.
 SHARED_SOURCES = Path(__file__).resolve().parents[2] / "shared" / "sources"
 
@@ -61,13 +61,20 @@ def seed_cache(cache: Path, openmpi: str, downloads: Path = DOWNLOADS) -> dict[s
     return {"version": openmpi, "url": str(orig), "sha256": pin.sha256}
 
 
-def seed_gpu_sources(cache: Path, shared: Path = SHARED_SOURCES) -> list[Path]:
-    """Copy the pinned NCCL and nccl-tests archives from ../shared/sources into `cache`
-    (their sha256 is checked by `up` like any cached file)."""
+def seed_shared(
+    cache: Path, components: tuple[str, ...], shared: Path = SHARED_SOURCES
+) -> list[Path]:
+    """Copy the lockfile's default archives of `components` from ../shared/sources into
+    `cache` (their sha256 is checked by `up` like any cached file)."""
     cache.mkdir(parents=True, exist_ok=True)
     copied = []
-    for component in ("nccl", "nccl_tests"):
+    for component in components:
         name = resolve(component, None, None, None).filename
         shutil.copyfile(shared / name, cache / name)
         copied.append(cache / name)
     return copied
+
+
+def seed_gpu_sources(cache: Path, shared: Path = SHARED_SOURCES) -> list[Path]:
+    """The pinned NCCL and nccl-tests archives (and UCX's, built beside CUDA-aware MPI)."""
+    return seed_shared(cache, ("nccl", "nccl_tests", "ucx"), shared)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import inventory_with, mpicluster, start_local_cluster
-from tests.seed import debian_orig, seed_cache, seed_gpu_sources
+from tests.seed import seed_cache, seed_gpu_sources
 
 NAME, SUBNET = "pytest-build", "192.168.67.0/24"
 PREFIX = "/opt/mpicluster"
@@ -25,7 +25,8 @@ class Variant:
     openmpi: str
     cuda: bool = True
     full_nccl: bool = False
-    #: UCX 1.13.1 in the stack (with CUDA beside a CUDA-aware Open MPI), from Debian's tree
+    #: UCX in the stack (the lockfile's default, from ../shared/sources' tag archive; with
+    #: CUDA beside a CUDA-aware Open MPI)
     ucx: bool = True
 
     @property
@@ -65,7 +66,7 @@ def with_stack(
     stack = yaml.safe_load(generated.read_text())["stack"]
     stack["openmpi"] = openmpi
     if variant.ucx:
-        stack["ucx"] = {"enabled": True, **debian_orig("ucx", "1.13.1")}
+        stack["ucx"] = {"enabled": True}
     if variant.full_nccl:
         stack["nccl"].pop("only_funcs")
     return inventory_with(
@@ -82,7 +83,7 @@ def build(request, tmp_path_factory):
     work = tmp_path_factory.mktemp("build")
     cache, artifacts = work / "sources", work / "artifacts"
     openmpi = seed_cache(cache, variant.openmpi)
-    if variant.cuda:
+    if variant.cuda or variant.ucx:
         seed_gpu_sources(cache)
     generated = work / "generated.yaml"
     mpicluster("local", "down", "--name", NAME, check=False)

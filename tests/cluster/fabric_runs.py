@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from mpicluster.cluster.inventory import load_inventory
+from mpicluster.cluster.lockfile import default_version
 from tests.cluster.conftest import PREFIX
 from tests.conftest import mpicluster
 
@@ -68,15 +69,15 @@ def ucx_and_ob1_rates(cluster, inventory: Path, subnet: str) -> dict[str, dict[i
     return rates
 
 
-def check_ucx(cluster, *, cuda: bool) -> None:
-    """UCX 1.13.1 in the stack, Open MPI built with it (pml ucx, osc ucx); beside a
+def check_ucx(cluster, *, cuda: bool, version_wanted: str | None = None) -> None:
+    """The lockfile's UCX in the stack, Open MPI built with it (pml ucx, osc ucx); beside a
     CUDA-aware Open MPI, UCX's CUDA transports too, linked against stubs of libcuda and
     libnvidia-ml that stayed in the build folder (no driver here)."""
     for node in ("node1", "node2", "node3"):
         info = cluster.ssh(node, f"{PREFIX}/current/bin/ompi_info --parsable").stdout
         assert "mca:pml:ucx:version:" in info and "mca:osc:ucx:version:" in info, node
     version = cluster.ssh("node3", f"{PREFIX}/current/bin/ucx_info -v").stdout
-    assert "Version 1.13.1" in version, version
+    assert f"Version {version_wanted or default_version('ucx')}" in version, version
     assert ("--with-cuda=" in version) == cuda, version
     # UCX's TCP transport (what the allreduce over pml ucx runs on here) beside the
     # RDMA ones built against rdma-core's headers

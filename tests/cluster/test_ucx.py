@@ -1,8 +1,9 @@
 """UCX without CUDA in the from-source stack (on demand: `pytest -m ucx`, a build of its
 own; CI builds UCX with CUDA in test_stack_build.py's stack and runs the same checks).
 
-A 3-node cluster (no CUDA, no RDMA device) whose stack has UCX 1.13.1 from Debian's copy
-of its tree (autogen.sh, then UCX's release configure) and Open MPI 5.0.7 configured
+A 3-node cluster (no CUDA, no RDMA device) whose stack has the lockfile's UCX from its
+tag archive (../shared/sources; autogen.sh, then UCX's release configure), or the
+release MPICLUSTER_UCX_VERSION names, and Open MPI 5.0.7 configured
 --with-ucx against it; Horovod and PyTorch off, to keep the build short. Without
 InfiniBand, Open MPI's pml ucx declines by itself (its default transport and device
 lists name only RDMA ones): the test forces it, with UCX over its TCP transport, and
@@ -21,7 +22,7 @@ import pytest
 from tests.cluster.fabric_runs import check_ucx, ucx_and_ob1_rates
 from tests.cluster.test_doctor import doctor, problems
 from tests.conftest import inventory_with, mpicluster, start_local_cluster
-from tests.seed import debian_orig, seed_cache
+from tests.seed import debian_orig, seed_cache, seed_shared
 
 pytestmark = [pytest.mark.cluster, pytest.mark.on_demand, pytest.mark.ucx]
 
@@ -29,6 +30,16 @@ NAME, SUBNET = "pytest-ucx", "192.168.69.0/24"
 #: An artifact cache kept from an earlier run (the build is ~20 minutes on 2 cores):
 #: `up` installs its pack, whose fingerprint still covers UCX, Open MPI and the recipe.
 ARTIFACTS = os.environ.get("MPICLUSTER_UCX_ARTIFACTS")
+#: Another pinned release to build (1.13.1 comes from Debian's copy of its tree).
+VERSION = os.environ.get("MPICLUSTER_UCX_VERSION")
+
+
+def ucx_source(cache) -> dict:
+    """The inventory's stack.ucx: the default from ../shared/sources, or VERSION."""
+    if VERSION == "1.13.1":
+        return {"enabled": True, **debian_orig("ucx", VERSION)}
+    seed_shared(cache, ("ucx",))
+    return {"enabled": True} | ({"version": VERSION} if VERSION else {})
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +56,7 @@ def ucx_cluster(tmp_path_factory):
         stack={
             "install": "source",
             "openmpi": openmpi,
-            "ucx": {"enabled": True, **debian_orig("ucx", "1.13.1")},
+            "ucx": ucx_source(cache),
             "horovod": {"enabled": False},
             "pytorch": {"enabled": False},
         },
@@ -58,7 +69,7 @@ def ucx_cluster(tmp_path_factory):
 
 
 def test_open_mpi_is_built_with_the_stacks_ucx_without_cuda(ucx_cluster):
-    check_ucx(ucx_cluster["cluster"], cuda=False)
+    check_ucx(ucx_cluster["cluster"], cuda=False, version_wanted=VERSION)
 
 
 def test_the_allreduce_runs_over_ucx_and_over_ob1(ucx_cluster):

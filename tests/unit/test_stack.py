@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mpicluster.cluster import lockfile
-from mpicluster.cluster.lockfile import Debian, LockfileError, Pypi, Url
+from mpicluster.cluster.lockfile import Debian, LockfileError, Pypi, Url, resolve
 from mpicluster.stack import cache as cache_module
 from mpicluster.stack import recipe, sources
 from mpicluster.stack.builds import plan_builds
@@ -313,9 +313,18 @@ def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
     assert "ucx" not in [s.component for s in sources.needed(auto)]
     with_ucx = sources.needed(auto, ucx=True)
     ucx = next(s for s in with_ucx if s.component == "ucx")
-    assert (ucx.version, ucx.filename) == ("1.13.1", "ucx-1.13.1.tar.gz")
-    debian = ucx.alternates[0]
-    assert (debian.filename, debian.sha256[:8]) == ("ucx_1.13.1.orig.tar.xz", "1a88e09c")
+    # the default: upstream's tag archive (the git tree, configure made by autogen.sh)
+    assert (ucx.version, ucx.filename) == ("1.22.0", "ucx-1.22.0.tar.gz")
+    assert ucx.url == "https://github.com/openucx/ucx/archive/refs/tags/v1.22.0.tar.gz"
+    assert ucx.sha256[:8] == "675ed3c9"
+    # 1.13.1 stays a release an inventory can ask for, with Debian's copy as alternate
+    old = resolve("ucx", "1.13.1", None, None)
+    assert (old.filename, old.alternates[0].filename) == (
+        "ucx-1.13.1.tar.gz",
+        "ucx_1.13.1.orig.tar.xz",
+    )
+    assert old.alternates[0].sha256[:8] == "1a88e09c"
+    assert resolve("ucx", "1.20.1", None, None).sha256[:8] == "4732aab4"
     # UCX is in the fingerprint: a build with it is another build
     platform = platform_of(FACTS, auto, 0)
     assert (
