@@ -208,6 +208,15 @@ class Ucx(Source):
     _enabled = field_validator("enabled", mode="before")(_true_false_auto)
 
 
+class Ucc(Source):
+    #: Build UCC beside UCX and Open MPI's coll/ucc with it (collectives on GPU buffers
+    #: reduced on the GPU): true, false, or "auto" (where the stack has UCX and a
+    #: CUDA-aware Open MPI, that is on GPU nodes).
+    enabled: bool | Literal["auto"] = "auto"
+
+    _enabled = field_validator("enabled", mode="before")(_true_false_auto)
+
+
 class NCCL(Source):
     #: GPU architectures to build for, as compute capabilities ("9.0"); empty: those present.
     cuda_archs: list[Annotated[str, Field(pattern=r"^[0-9]{1,2}\.[0-9]a?$")]] = []
@@ -282,6 +291,7 @@ class Stack(_Model):
     gpus_present: bool = True
     openmpi: OpenMPI = OpenMPI()
     ucx: Ucx = Ucx()
+    ucc: Ucc = Ucc()
     nccl: NCCL = NCCL()
     nccl_tests: NcclTests = NcclTests()
     mpi4py: Mpi4py = Mpi4py()
@@ -773,7 +783,7 @@ def _cross_checks(inv: Inventory, doc: YamlDocument, parsed: Parsed) -> list[Pro
     _check_ssh_files(inv, add)
     _check_stack_choices(inv, parsed, add)
     _check_python(inv, add)
-    for component in ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod"):
+    for component in ("openmpi", "ucx", "ucc", "nccl", "nccl_tests", "mpi4py", "horovod"):
         _check_component_source(inv, component, parsed, add)
     _check_pytorch_version(inv, add)
     problems.extend(_scheduler_problems(inv, doc, parsed))

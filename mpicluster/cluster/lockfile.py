@@ -33,7 +33,7 @@ import yaml
 from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.paths import data_path
 
-COMPONENTS = ("openmpi", "ucx", "nccl", "nccl_tests", "mpi4py", "horovod")
+COMPONENTS = ("openmpi", "ucx", "ucc", "nccl", "nccl_tests", "mpi4py", "horovod")
 #: The components whose build applies the lockfile's patches (stack_build's horovod.yml).
 PATCHED = ("horovod",)
 

@@ -15,7 +15,14 @@ GIB = 1024 * 1024  # KiB
 #: MPI, mpi4py and the venv's build tools (0.4); UCX (0.1); NCCL and nccl-tests per GPU
 #: architecture (0.3); PyTorch's CUDA build with its CUDA libraries (about 5 GB) or its
 #: CPU build (0.9); Horovod (0.2).
-INSTALLED = {"mpi": 0.5, "ucx": 0.1, "nccl_arch": 0.3, "torch_cuda": 5.5, "torch_cpu": 1.0}
+INSTALLED = {
+    "mpi": 0.5,
+    "ucx": 0.1,
+    "ucc": 0.1,
+    "nccl_arch": 0.3,
+    "torch_cuda": 5.5,
+    "torch_cpu": 1.0,
+}
 HOROVOD = 0.2
 #: The builder's object files: Open MPI's tree (1.2 GiB built), NCCL's per architecture.
 BUILD = {"openmpi": 1.5, "nccl_arch": 1.0}
@@ -26,8 +33,9 @@ FLOOR_GIB = 1.0
 def installed_gib(spec: dict[str, Any]) -> float:
     """The installed size of one fingerprint's stack (its build spec)."""
     size = INSTALLED["mpi"]
-    if spec.get("ucx"):
-        size += INSTALLED["ucx"]
+    for part in ("ucx", "ucc"):
+        if spec.get(part):
+            size += INSTALLED[part]
     archs = len((spec.get("nccl") or {}).get("archs") or [])
     size += INSTALLED["nccl_arch"] * archs
     torch = spec.get("pytorch")

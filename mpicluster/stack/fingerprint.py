@@ -30,6 +30,7 @@ RECIPE_FILES = (
     "stack_build/tasks/build.yml",
     "stack_build/tasks/stage_inputs.yml",
     "stack_build/tasks/ucx.yml",
+    "stack_build/tasks/ucc.yml",
     "stack_build/files/cuda_link.sh",
     "stack_build/tasks/openmpi.yml",
     "stack_build/tasks/openmpi_cuda.yml",

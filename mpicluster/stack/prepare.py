@@ -470,10 +470,13 @@ def _mpi_spec(
             fortran=stack.openmpi.fortran,
             extra=list(stack.openmpi.configure_args),
             ucx="ucx" in by_name,
+            ucc="ucc" in by_name,
         ),
         "prte_defaults": recipe.prte_defaults(by_name["openmpi"]),
         "openmpi_docs_left_out": list(recipe.OPENMPI_DOCS_LEFT_OUT),
         "ucx": _ucx_spec(by_name, stack_dir, mpi_cuda_home, gpus_present=stack.gpus_present),
+        "ucc": _ucc_spec(by_name, stack_dir, mpi_cuda_home, group.platform.gpu_archs),
+        "ucc_defaults": dict(recipe.UCC_DEFAULTS) if "ucc" in by_name else {},
         "cuda_aware": cuda_aware,
         "openmpi_cuda": (
             recipe.openmpi_cuda(by_name["openmpi"], mpi_cuda_home, gpus_present=stack.gpus_present)
@@ -496,6 +499,22 @@ def _ucx_spec(
             recipe.ucx_cuda(mpi_cuda_home, gpus_present=gpus_present) if mpi_cuda_home else None
         ),
         "subdirs": list(recipe.UCX_SUBDIRS),
+    }
+
+
+def _ucc_spec(
+    by_name: dict[str, Source], stack_dir: str, mpi_cuda_home: str | None, archs: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """UCC's build (after UCX and NCCL, before Open MPI), None where the stack has none.
+    With CUDA it links what UCX's CUDA support gathered (ucx.yml's cuda_link.sh)."""
+    if "ucc" not in by_name:
+        return None
+    return {
+        "version": by_name["ucc"].version,
+        "configure_args": recipe.ucc_configure_args(
+            stack_dir, mpi_cuda_home, archs, nccl="nccl" in by_name
+        ),
+        "cuda": mpi_cuda_home is not None,
     }
 
 

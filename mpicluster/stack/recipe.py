@@ -48,8 +48,9 @@ def openmpi_configure_args(
     fortran: bool,
     extra: list[str],
     ucx: bool = False,
+    ucc: bool = False,
 ) -> list[str]:
-    """`ucx`: the stack has UCX, installed into `prefix` before Open MPI."""
+    """`ucx`, `ucc`: the stack has UCX (and UCC), installed into `prefix` before Open MPI."""
     major = _major(source)
     # a one-time build: no dependency files for a rebuild that never comes (Spack's
     # default for autotools packages too)
@@ -70,6 +71,8 @@ def openmpi_configure_args(
     # spelled out both ways: configure picks up a UCX it finds on the builder by itself
     # (a libucx-dev installed for something else), which the fingerprint would not know
     args.append(f"--with-ucx={prefix}" if ucx else "--without-ucx")
+    if major >= 5:  # coll/ucc, likewise found by itself where a builder has a UCC
+        args.append(f"--with-ucc={prefix}" if ucc else "--without-ucc")
     # The runtime Open MPI bundles, spelled out: its configure prefers an external PMIx,
     # hwloc or libevent it finds on the builder (libpmix-dev, which Slurm's PMIx plugin
     # needs on Debian bookworm, pulls in all three), and that build would then need the
@@ -193,6 +196,42 @@ UCX_SUBDIRS = (
     "src/tools/profile",
     "cmake",
 )
+
+
+def ucc_configure_args(
+    prefix: str, cuda_home: str | None = None, archs: tuple[str, ...] = (), nccl: bool = False
+) -> list[str]:
+    """UCC's configure, against the stack's UCX (its UCP transport layer, for host and
+    device buffers alike). `cuda_home`: its CUDA memory and executor components (device
+    buffers reduced on the GPU) and the CUDA transport layer (CUDA IPC between a node's
+    GPUs), their kernels compiled for `archs` only ("9.0": sm_90, as NCCL's); `nccl`: its
+    NCCL transport layer, against the stack's NCCL. Nothing a node here cannot load:
+    no SHARP, ROCm, RCCL or DOCA UROM; no static libraries, no tests, no docs."""
+    args = [
+        f"--prefix={prefix}",
+        "--disable-dependency-tracking",
+        "--disable-static",
+        f"--with-ucx={prefix}",
+        "--without-sharp",
+        "--without-rocm",
+        "--without-rccl",
+        "--without-doca_urom",
+    ]
+    if not cuda_home:
+        return [*args, "--without-cuda", "--without-nccl"]
+    args.append(f"--with-cuda={cuda_home}")
+    if archs:
+        args.append(f"--with-nvcc-gencode={nvcc_gencode(archs)}")
+    args.append(f"--with-nccl={prefix}" if nccl else "--without-nccl")
+    return args
+
+
+#: The stack's Open MPI defaults where it has UCC ($prefix/etc/openmpi-mca-params.conf;
+#: users' own settings still win). Open MPI ships coll/ucc turned off: on, it takes the
+#: collectives it has a UCC algorithm for (on device buffers: reduced on the GPU by UCC's
+#: CUDA executor, moved by CUDA IPC, NCCL or UCX's CUDA transports), at a priority above
+#: coll/tuned and coll/cuda; the others stay with Open MPI's own components.
+UCC_DEFAULTS = {"coll_ucc_enable": "1", "coll_ucc_priority": "100"}
 
 
 def _cuda_libdirs(cuda_home: str) -> list[str]:

@@ -17,13 +17,25 @@ from mpicluster.cluster.plan import ClusterPlan
 
 def ucx_wanted(plan: ClusterPlan, facts: dict[str, dict[str, Any]]) -> bool:
     """Whether the stack has UCX: as the inventory says, or ("auto") where any node has
-    an RDMA device (beside a CUDA-aware Open MPI, UCX is built with CUDA too). One
-    answer for the whole cluster: ranks whose Open MPIs pick different PMLs (ucx on one
-    node, ob1 on another) cannot talk."""
+    an RDMA device or GPUs beside a CUDA-aware Open MPI (UCX's CUDA transports carry
+    point-to-point on device buffers, and UCC needs UCX). One answer for the whole
+    cluster: ranks whose Open MPIs pick different PMLs (ucx on one node, ob1 on another)
+    cannot talk."""
     enabled = plan.stack.ucx.enabled
     if enabled != "auto":
         return bool(enabled)
+    if ucx_with_cuda_possible(plan):
+        return True
     return any((facts.get(n.name) or {}).get("rdma") for n in plan.nodes)
+
+
+def ucc_wanted(plan: ClusterPlan, ucx: bool) -> bool:
+    """Whether the stack has UCC (Open MPI's coll/ucc): as the inventory says, or
+    ("auto") beside UCX where GPUs and a CUDA-aware Open MPI are; never without UCX."""
+    enabled = plan.stack.ucc.enabled
+    if not ucx or enabled is False:
+        return False
+    return enabled is True or ucx_with_cuda_possible(plan)
 
 
 def ucx_with_cuda_possible(plan: ClusterPlan) -> bool:
@@ -42,6 +54,10 @@ def needed(plan: ClusterPlan, ucx: bool = False) -> list[Source]:
     wanted = ["openmpi", "mpi4py"]
     if ucx:
         wanted.append("ucx")
+    openmpi = resolve("openmpi", stack.openmpi.version, stack.openmpi.url, stack.openmpi.sha256)
+    # coll/ucc is Open MPI 5's (4.1's configure has no --with-ucc)
+    if ucc_wanted(plan, ucx) and int(openmpi.version.split(".")[0]) >= 5:
+        wanted.append("ucc")
     if plan.has_gpus:
         wanted.append("nccl")
         if stack.nccl_tests.enabled:

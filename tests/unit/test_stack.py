@@ -184,6 +184,7 @@ def test_openmpi_configure_args_follow_the_series():
         fortran=True,
         extra=["--enable-io-romio"],
         ucx=True,
+        ucc=True,
     )
     assert args5 == [
         "--prefix=/p",
@@ -191,6 +192,7 @@ def test_openmpi_configure_args_follow_the_series():
         "--enable-prte-prefix-by-default",
         "--with-cuda=/usr/local/cuda",
         "--with-ucx=/p",
+        "--with-ucc=/p",
         "--with-pmix=internal",
         "--with-prrte=internal",
         "--with-hwloc=internal",
@@ -714,3 +716,51 @@ def test_the_wheelhouse_travels_as_one_archive_of_its_wheels_named_by_its_digest
     second = archive(grown)
     assert second != first and second.exists() and not first.exists()
     assert not list(tmp_path.glob("*.part"))
+
+
+def test_ucc_is_built_beside_ucx_where_gpus_and_a_cuda_aware_open_mpi_are():
+    gpus = _inventory("stack: {gpus_present: false}\n")
+    gpu = plan_of(
+        "cluster: t\nnodes:\n  - {name: a, gpus: 1}\n  - {name: b, gpus: 1}\n"
+        "stack: {nccl: {cuda_archs: ['9.0']}}\n"
+    )
+    cpu = _inventory()
+    plain = {"a": FACTS, "b": FACTS, "c": FACTS}
+    # GPU nodes: UCX (its CUDA transports) and UCC, whatever the RDMA devices say
+    assert sources.ucx_wanted(gpu, plain) is True
+    names = [s.component for s in sources.needed(gpu, ucx=True)]
+    assert {"ucx", "ucc", "nccl"} <= set(names)
+    assert names.index("ucx") < names.index("ucc")
+    ucc = next(s for s in sources.needed(gpu, ucx=True) if s.component == "ucc")
+    assert (ucc.version, ucc.filename, ucc.sha256[:8]) == ("1.8.0", "ucc-1.8.0.tar.gz", "1fc0b7c5")
+    assert ucc.url == "https://github.com/openucx/ucc/archive/refs/tags/v1.8.0.tar.gz"
+    # CPU nodes with UCX (an RDMA device): no UCC; off by the inventory: none either
+    assert "ucc" not in [s.component for s in sources.needed(cpu, ucx=True)]
+    assert sources.ucc_wanted(gpus, False) is False
+    off = plan_of("cluster: t\nnodes:\n  - {name: a, gpus: 1}\nstack: {ucc: {enabled: false}}\n")
+    assert sources.ucc_wanted(off, True) is False
+    # Open MPI 4.1 has no coll/ucc to build it for
+    four = plan_of(
+        "cluster: t\nnodes:\n  - {name: a, gpus: 1}\nstack: {openmpi: {version: 4.1.4}}\n"
+    )
+    assert "ucc" not in [s.component for s in sources.needed(four, ucx=True)]
+
+
+def test_ucc_configure_args_name_what_it_builds():
+    cpu = recipe.ucc_configure_args("/p")
+    assert cpu[:2] == ["--prefix=/p", "--disable-dependency-tracking"]
+    assert {"--with-ucx=/p", "--without-cuda", "--without-nccl", "--disable-static"} <= set(cpu)
+    assert {"--without-sharp", "--without-rocm", "--without-rccl"} <= set(cpu)
+    gpu = recipe.ucc_configure_args("/p", "/usr/local/cuda", ("9.0",), nccl=True)
+    assert {"--with-cuda=/usr/local/cuda", "--with-nccl=/p"} <= set(gpu)
+    # its kernels for the GPUs there are, as NCCL's (PTX of the newest for newer GPUs)
+    assert (
+        "--with-nvcc-gencode=-gencode=arch=compute_90,code=sm_90 "
+        "-gencode=arch=compute_90,code=compute_90"
+    ) in gpu
+    assert recipe.UCC_DEFAULTS["coll_ucc_enable"] == "1"
+    four = lockfile.Source("openmpi", "4.1.4", Url("https://x/o.tar.bz2"), "a" * 64)
+    assert not any(
+        "ucc" in a
+        for a in recipe.openmpi_configure_args(four, "/p", cuda_home=None, fortran=False, extra=[])
+    )
