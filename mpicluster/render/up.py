@@ -9,6 +9,7 @@ from mpicluster.down.teardown import DownResult
 from mpicluster.nodes.ansible_run import PlaybookResult
 from mpicluster.render.display import Display, mark, styled
 from mpicluster.slurm.smoke_steps import SlurmSmoke
+from mpicluster.smoke import ucx_info
 from mpicluster.smoke.steps import AllreduceResult, GpuSmoke, SmokeReport
 from mpicluster.up.preview import UpPreview
 from mpicluster.up.provision import UpResult
@@ -278,7 +279,24 @@ def _transport(run: AllreduceResult) -> list[str]:
     what = {"ob1": "Open MPI's own BTLs: TCP between nodes", "ucx": "UCX"}.get(pml)
     if "," in pml:
         what = "ranks selected different PMLs: they cannot all talk"
-    return [f"  carried by pml {pml}" + (f" ({what})" if what else "")]
+    line = f"  carried by pml {pml}" + (f" ({what})" if what else "")
+    ucx = run.details.get("ucx")
+    return [line, _ucx_line(ucx)] if ucx and "ucx" in pml.split(",") else [line]
+
+
+def _ucx_line(ucx: dict) -> str:
+    """What the UCX that carried the run offers on one node, as its ucx_info listed it:
+    "UCX 1.22.0 on node1: self, tcp (eth0, lo), sysv, posix, cma, cuda_copy, cuda_ipc"
+    (network devices named; shared memory's and the GPU's stand-in names left out)."""
+    named = []
+    for transport, devices in ucx.get("transports", {}).items():
+        shown = [d for d in devices if not ucx_info.PLACEHOLDER_DEVICES.fullmatch(d)]
+        named.append(f"{transport} ({', '.join(shown)})" if shown else transport)
+    version = f" {ucx['version']}" if ucx.get("version") else ""
+    said = ", ".join(named) or "no transport listed"
+    if ucx.get("problem"):
+        said = f"{said}; {ucx['problem']}" if named else ucx["problem"]
+    return f"  UCX{version} on {ucx['node']}: {said}"
 
 
 def _exact(exact: bool | None) -> str:

@@ -8,7 +8,8 @@
     trust from the nodes' files); `--all-pairs` keeps the whole N x N.
 (b) An MPI allreduce across all nodes, launched from the head node with
     `mpirun --hostfile`, exact result checked at several sizes, timings reported
-    (at the same time as (a), and counted only when (a) passed); then Horovod's, when
+    (at the same time as (a), and counted only when (a) passed; beside it the stack's
+    ucx_info lists what UCX offers a rank, where the stack has UCX); then Horovod's, when
     the stack has it (a no-op `up`, whose probes proved the stack unchanged, says it
     is skipped: `--full` runs it).
 (c) On GPU nodes (a source stack with stack.gpus_present), one rank per GPU:
@@ -35,7 +36,7 @@ from mpicluster.cluster.mpirun import Mpirun
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import head_mpi, mpi_version, pairs, ssh_failures, transport
 from mpicluster.slurm import SlurmSmoke, run_slurm_smoke
-from mpicluster.smoke import nccl_tests
+from mpicluster.smoke import nccl_tests, ucx_info
 from mpicluster.util.text import json_line, last_line
 
 ALLREDUCE_SIZES = [1, 1024, 65536, 1048576]
@@ -462,10 +463,15 @@ def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py")
         return AllreduceResult(False, head.name, kind, problem=exc.problem, cause=exc.cause)
     major, slots = mpi.major, mpi.slots
     command = mpirun_command(plan, major, user, kind, slots)
-    started = time.monotonic()
-    result = transport.run_on(
-        plan, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
-    )
+    beside = ucx_node(plan, kind)
+    # ucx_info on a node of the run while the ranks run: it adds no time to the smoke
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ucx_info") as pool:
+        ucx = pool.submit(ucx_record, plan, beside) if beside else None
+        started = time.monotonic()
+        result = transport.run_on(
+            plan, head, f"timeout -k 10 {int(timeout)} {command}", timeout=timeout + 30
+        )
+        seconds = time.monotonic() - started
     said = result.stdout + "\n" + result.stderr
     output = "\n".join(
         x
@@ -477,9 +483,11 @@ def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py")
         head.name,
         kind,
         command=command,
-        seconds=time.monotonic() - started,
+        seconds=seconds,
         output_tail="\n".join(output.splitlines()[-15:]),
     )
+    if ucx is not None and (record := ucx.result()):
+        base.details["ucx"] = record
     if result.error:
         base.problem, base.cause = "could not run mpirun on the head node", result.error
         return base
@@ -500,6 +508,31 @@ def run_allreduce(plan: ClusterPlan, timeout: float = 180, kind: str = "mpi4py")
     if not judged.ok and (mixed := mixed_mpi(plan)):
         judged.cause = mixed
     return judged
+
+
+def ucx_node(plan: ClusterPlan, kind: str) -> Node | None:
+    """Where ucx_info runs beside a run whose ranks name their PML: the head for the CPU
+    run, the first GPU node for the CUDA-aware one (where UCX's CUDA transports show)."""
+    if kind not in PML_REPORTED:
+        return None
+    return plan.gpu_nodes[0] if kind in GPU_KINDS and plan.gpu_nodes else plan.nodes[0]
+
+
+def ucx_record(plan: ClusterPlan, node: Node) -> dict | None:
+    """What the stack's UCX offers a rank on `node`: {"node", "version", "transports"}
+    (smoke/ucx_info.py), with "problem" when ucx_info failed or hung; None where the
+    stack has no UCX. It only informs: nothing in it fails the smoke."""
+    path = f"{plan.layout.mpi_bin}/ucx_info"
+    said = transport.run_on(plan, node, ucx_info.command(path), timeout=ucx_info.TIMEOUT + 15)
+    record = ucx_info.parse(said.stdout) or {}
+    if not said.ok:
+        hung = said.exit_code in (124, 137)
+        record["problem"] = said.error or (
+            f"ucx_info gave no answer in {ucx_info.TIMEOUT} s"
+            if hung
+            else f"ucx_info exited {said.exit_code}: {last_line(said.stderr) or 'no message'}"
+        )
+    return {"node": node.name, **record} if record else None
 
 
 def mixed_mpi(plan: ClusterPlan) -> str | None:

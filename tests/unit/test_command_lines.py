@@ -80,6 +80,7 @@ REGISTRY = {
     "mpicluster.smoke.steps:mpirun_command": "test_smoke_commands_split_back",
     "mpicluster.smoke.steps:run_allreduce": "test_smoke_commands_split_back",
     "mpicluster.smoke.steps:mixed_mpi": "test_smoke_commands_split_back",
+    "mpicluster.smoke.ucx_info:command": "test_ucx_info_command_runs_under_sh",
     "mpicluster.slurm.smoke_steps:_ctl": "test_slurm_commands_split_back",
     "mpicluster.slurm.smoke_steps:pmix_command": "test_slurm_commands_split_back",
     "mpicluster.slurm.smoke_steps:sbatch_step": "test_slurm_commands_split_back",
@@ -779,8 +780,11 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
     monkeypatch.setattr(transport, "run_on", fake_run_on)
     smoke.run_allreduce(inv, 12.7, "mpi4py")
     assert shlex.split(commands[0])[:2] == ["/opt/a-b.c/current/bin/mpirun", "--version"]
-    words = shlex.split(commands[1])
+    # mpirun and, beside it (in either order), ucx_info
+    words = next(shlex.split(c) for c in commands[1:] if "ucx_info" not in c)
     assert words[:4] == ["timeout", "-k", "10", "12"]
+    ucx = next(shlex.split(c) for c in commands[1:] if "ucx_info" in c)
+    assert ucx[-1] == "/opt/a-b.c/current/bin/ucx_info"
     user = inv.node_ssh(inv.nodes[0]).user
     assert words[4:] == shlex.split(smoke.mpirun_command(inv, 5, user))
 
@@ -795,6 +799,31 @@ def test_smoke_commands_split_back(tmp_path, monkeypatch):
     mixed = smoke.mixed_mpi(inv)
     assert shlex.split(commands[-1]) == ["/opt/a-b.c/current/bin/mpirun", "--version"]
     assert "(n1: Open MPI 4.1.4; n2.example-x: Open MPI 5.0.7)" in mixed
+
+
+def test_ucx_info_command_runs_under_sh(tmp_path, marker):
+    """The smoke test's ucx_info line, run here by /bin/sh against a stand-in ucx_info at a
+    hostile path that prints real captures (data/ucx/): both listings come back and are
+    read; where the stack has no ucx_info, nothing is printed and nothing fails."""
+    from mpicluster.smoke import ucx_info
+
+    data = Path(__file__).parent / "data" / "ucx"
+    said = {flag: data / f"ucx_info{flag}-1.22.0.txt" for flag in ("-v", "-d")}
+    expected = ucx_info.parse(said["-v"].read_text() + said["-d"].read_text())
+    stand_in = (
+        f'#!/bin/sh\ncase "$1" in -v) cat {shlex.quote(str(said["-v"]))};;'
+        f" -d) cat {shlex.quote(str(said['-d']))};; *) exit 9;; esac\n"
+    )
+    for number, value in enumerate(hostile(marker)):
+        path = tmp_path / f"bin{number}" / value.lstrip("/") / "ucx_info"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(stand_in)
+        path.chmod(0o755)
+        done = sh(ucx_info.command(str(path)), tmp_path)
+        assert done.returncode == 0, (value, done.stderr)
+        assert ucx_info.parse(done.stdout) == expected, value
+        absent = sh(ucx_info.command(str(path.parent / "none")), tmp_path)
+        assert (absent.returncode, absent.stdout, absent.stderr) == (0, "", ""), value
 
 
 def test_bench_commands_split_back(tmp_path, monkeypatch):
