@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mpicluster.cluster.inventory import load_inventory
 from mpicluster.cluster.lockfile import default_version
+from mpicluster.smoke import ucx_info
 from tests.cluster.conftest import PREFIX
 from tests.conftest import mpicluster
 
@@ -77,7 +78,9 @@ def check_ucx(cluster, *, cuda: bool, version_wanted: str | None = None) -> None
         info = cluster.ssh(node, f"{PREFIX}/current/bin/ompi_info --parsable").stdout
         assert "mca:pml:ucx:version:" in info and "mca:osc:ucx:version:" in info, node
     version = cluster.ssh("node3", f"{PREFIX}/current/bin/ucx_info -v").stdout
-    assert f"Version {version_wanted or default_version('ucx')}" in version, version
+    # "# Library version: 1.22.0" (1.20 on), "# Version 1.13.1" before
+    said = ucx_info.parse(version)
+    assert said and said["version"] == (version_wanted or default_version("ucx")), version
     assert ("--with-cuda=" in version) == cuda, version
     # UCX's TCP transport (what the allreduce over pml ucx runs on here) beside the
     # RDMA ones built against rdma-core's headers
