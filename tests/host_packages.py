@@ -30,6 +30,10 @@ TEST_PACKAGES = {
     "openmpi-bin": "/usr/bin/mpirun",
     # mpicluster's Horovod patch applied to the pinned sdist (test_patches)
     "patch": "/usr/bin/patch",
+    # UCX's configure made on this machine (sources.autogen: control; test_autogen)
+    "autoconf": "/usr/bin/autoconf",
+    "automake": "/usr/bin/automake",
+    "libtool": "/usr/bin/libtoolize",
 }
 
 #: Everything `make test` needs beyond README.md's starting point.

@@ -443,6 +443,11 @@ class Sources(_Model):
     artifacts: UserPath = "~/.cache/mpicluster/artifacts"
     #: A base URL (e.g. an internal HTTP server or file:///srv/mirror) tried before upstream.
     mirror: Url | None = None
+    #: Where a source archive without a generated configure (UCX's and UCC's tag
+    #: archives) gets one: on the builder (autogen.sh; autotools among its build
+    #: dependencies), or on this machine, which ships the tree with it ("control": for
+    #: builders that cannot install autoconf, automake and libtool).
+    autogen: Literal["builder", "control"] = "builder"
 
 
 class Inventory(_Model):

@@ -16,6 +16,7 @@ from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import facts as node_facts
 from mpicluster.stack import (
     artifacts,
+    autogen,
     cluster_packages,
     cuda_compat,
     disk_need,
@@ -255,6 +256,8 @@ def prepare(
     notes = check_drivers(plan, facts, houses)
     files = {name: entry.path for name, entry in cached.items()}
     needed = [entry.source for entry in cached.values()]  # the files actually used
+    if plan.sources.autogen == "control":  # a dry run uses one made before, makes none
+        files = autogen.apply(files, needed, make=not offline)
     cache_dir = plan.sources.artifacts
     cache_dir.mkdir(parents=True, exist_ok=True)
     groups = plan_builds(
@@ -444,7 +447,11 @@ def _delivery_spec(
         "wheelhouse": str(house.path),
         "wheelhouse_archive": str(wheels.archive(house)),
         "sources": {
-            name: {"path": str(files[name]), "filename": source.filename, "version": source.version}
+            name: {
+                "path": str(files[name]),
+                "filename": files[name].name,
+                "version": source.version,
+            }
             for name, source in by_name.items()
         },
     }

@@ -1,9 +1,10 @@
 """UCX without CUDA in the from-source stack (on demand: `pytest -m ucx`, a build of its
-own; CI builds UCX with CUDA in test_stack_build.py's stack and runs the same checks).
+own; `pytest -m cuda_build` builds UCX with CUDA, and UCC, and runs the same checks).
 
 A 3-node cluster (no CUDA, no RDMA device) whose stack has the lockfile's UCX from its
-tag archive (../shared/sources; autogen.sh, then UCX's release configure), or the
-release MPICLUSTER_UCX_VERSION names, and Open MPI 5.0.7 configured
+tag archive (../shared/sources), its configure made on this machine and shipped with the
+tree (sources.autogen: control), or the release MPICLUSTER_UCX_VERSION names, and Open
+MPI 5.0.7 configured
 --with-ucx against it; Horovod and PyTorch off, to keep the build short. Without
 InfiniBand, Open MPI's pml ucx declines by itself (its default transport and device
 lists name only RDMA ones): the test forces it, with UCX over its TCP transport, and
@@ -60,7 +61,13 @@ def ucx_cluster(tmp_path_factory):
             "horovod": {"enabled": False},
             "pytorch": {"enabled": False},
         },
-        sources={"cache": str(cache), "artifacts": str(ARTIFACTS or work / "artifacts")},
+        # UCX's configure made here and shipped with its tree (the CUDA build's builder
+        # runs autogen.sh itself)
+        sources={
+            "cache": str(cache),
+            "artifacts": str(ARTIFACTS or work / "artifacts"),
+            "autogen": "control",
+        },
     )
     done = mpicluster("up", str(inventory), check=False, timeout=3600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
