@@ -76,5 +76,6 @@ def seed_shared(
 
 
 def seed_gpu_sources(cache: Path, shared: Path = SHARED_SOURCES) -> list[Path]:
-    """The pinned NCCL and nccl-tests archives (and UCX's, built beside CUDA-aware MPI)."""
-    return seed_shared(cache, ("nccl", "nccl_tests", "ucx"), shared)
+    """The pinned NCCL and nccl-tests archives, and UCX's and UCC's (built beside a
+    CUDA-aware MPI)."""
+    return seed_shared(cache, ("nccl", "nccl_tests", "ucx", "ucc"), shared)

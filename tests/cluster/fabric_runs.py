@@ -91,3 +91,23 @@ def check_ucx(cluster, *, cuda: bool, version_wanted: str | None = None) -> None
     assert ("libuct_cuda.so" in modules) == cuda, modules
     stubs = cluster.ssh("node1", f"find {PREFIX} -name 'libnvidia-ml.so*' | head -1").stdout
     assert stubs.strip() == ""
+    if cuda:
+        check_ucc(cluster)
+
+
+def check_ucc(cluster) -> None:
+    """Beside UCX on GPU nodes: UCC with its CUDA executor and its CUDA and NCCL transport
+    layers, Open MPI's coll/ucc built against it and on in the stack's MCA defaults."""
+    for node in ("node1", "node3"):
+        info = cluster.ssh(node, f"{PREFIX}/current/bin/ompi_info --parsable").stdout
+        assert "mca:coll:ucc:version:" in info, node
+    parts = cluster.ssh("node2", f"ls {PREFIX}/current/lib/ucc").stdout.split()
+    for part in (
+        "libucc_ec_cuda.so",
+        "libucc_mc_cuda.so",
+        "libucc_tl_cuda.so",
+        "libucc_tl_nccl.so",
+    ):
+        assert part in parts, parts
+    defaults = cluster.ssh("node2", f"cat {PREFIX}/current/etc/openmpi-mca-params.conf").stdout
+    assert "coll_ucc_enable = 1" in defaults, defaults
