@@ -199,11 +199,26 @@ class OpenMPI(Source):
     _cuda = field_validator("cuda", mode="before")(_true_false_auto)
 
 
+def _site_prefix(value: str) -> str:
+    """A site's UCX folder: no `..` (the path is compared and shown as given) and not the
+    root (a UCX's lib/ is never /lib)."""
+    if ".." in value.split("/"):
+        raise PydanticCustomError("mpicluster", "must not contain '..' (name the folder itself)")
+    if value == "/":
+        raise PydanticCustomError(
+            "mpicluster", "the root folder holds no UCX (the distribution's UCX: /usr)"
+        )
+    return value
+
+
 class Ucx(Source):
     #: Build UCX into the stack and Open MPI with it (pml ucx: InfiniBand and RoCE):
     #: true, false, or "auto" (when any node has an RDMA device; every node then gets the
     #: same build, since ranks that pick different PMLs cannot talk).
     enabled: bool | Literal["auto"] = "auto"
+    #: The site's own UCX (HPC-X's <hpcx>/ucx, DOCA's or MLNX_OFED's /usr), the same path
+    #: on every node: Open MPI is built against it and no UCX is built. Implies enabled.
+    prefix: Annotated[AbsolutePath, AfterValidator(_site_prefix)] | None = None
 
     _enabled = field_validator("enabled", mode="before")(_true_false_auto)
 
@@ -789,7 +804,9 @@ def _cross_checks(inv: Inventory, doc: YamlDocument, parsed: Parsed) -> list[Pro
     _check_stack_choices(inv, parsed, add)
     _check_python(inv, add)
     for component in ("openmpi", "ucx", "ucc", "nccl", "nccl_tests", "mpi4py", "horovod"):
-        _check_component_source(inv, component, parsed, add)
+        if component != "ucx" or not _site_ucx_given(inv, parsed):
+            _check_component_source(inv, component, parsed, add)
+    _check_site_ucx(inv, parsed, add)
     _check_pytorch_version(inv, add)
     problems.extend(_scheduler_problems(inv, doc, parsed))
     _check_users(inv, parsed, add)
@@ -857,6 +874,34 @@ def _check_stack_choices(inv: Inventory, parsed: Parsed, add: _Add) -> None:
         )
     if torch.nccl == "stack" and torch.cuda is False:
         add(("stack", "pytorch", "nccl"), "stack needs a CUDA build of PyTorch (cuda is false)")
+
+
+def _site_ucx_given(inv: Inventory, parsed: Parsed) -> bool:
+    """Whether the file names a site's UCX (stack.ucx.prefix), a value that failed too."""
+    return inv.stack.ucx.prefix is not None or parsed.is_lost(("stack", "ucx", "prefix"))
+
+
+def _check_site_ucx(inv: Inventory, parsed: Parsed, add: _Add) -> None:
+    """A site's UCX is used as it is: nothing of UCX is built or fetched, and there is no
+    UCX to turn off or take from the distribution's Open MPI."""
+    if not _site_ucx_given(inv, parsed):
+        return
+    loc = ("stack", "ucx")
+    ucx = inv.stack.ucx
+    if ucx.enabled is False:
+        add((*loc, "enabled"), "false, but stack.ucx.prefix names a UCX to use: remove one")
+    for key in ("version", "url", "sha256"):
+        if getattr(ucx, key) is not None:
+            add(
+                (*loc, key),
+                "given beside stack.ucx.prefix: the site's UCX is used, no UCX is built "
+                f"(remove {key})",
+            )
+    if inv.stack.install != "source":
+        add(
+            (*loc, "prefix"),
+            "needs stack.install: source (the distribution's Open MPI has its own UCX)",
+        )
 
 
 def _check_python(inv: Inventory, add: _Add) -> None:

@@ -95,6 +95,20 @@ SLURM_CONF_DIR = "/etc/slurm"
 #: The files of SLURM_CONF_DIR the slurm role writes (gres.conf only on GPU nodes).
 SLURM_CONF_FILES = ("slurm.conf", "cgroup.conf", "mpi.conf", "gres.conf")
 MUNGE_KEY = "/etc/munge/munge.key"
+#: Where a distribution installs its UCX (DOCA's and MLNX_OFED's packages, Debian's
+#: libucx0): its libraries are in the dynamic linker's own folders (lib64, or Debian's
+#: multiarch lib/x86_64-linux-gnu), which nothing needs to name.
+SYSTEM_UCX_PREFIX = "/usr"
+
+
+def site_ucx_lib(prefix: str | None) -> str | None:
+    """The library folder of a site's UCX (stack.ucx.prefix) that LD_LIBRARY_PATH and the
+    dynamic linker must be told of: <prefix>/lib, where UCX's own install puts it (HPC-X
+    too); None for none, or for the distribution's. /usr/local/lib is named: Red Hat's
+    dynamic linker does not look there by itself (Debian's looks there first anyway)."""
+    if prefix is None or prefix == SYSTEM_UCX_PREFIX:
+        return None
+    return f"{prefix}/lib"
 
 
 @dataclass(frozen=True)
@@ -106,14 +120,22 @@ class Layout:
     slurm: bool = False
     #: The cluster has packages of its own (python.requirements) beside the stack's.
     packages: bool = False
+    #: The site's own UCX the stack's Open MPI is built against (stack.ucx.prefix), or None.
+    site_ucx: str | None = None
 
     @classmethod
     def of(cls, inventory: Inventory) -> Layout:
         stack = inventory.stack
         cuda_home = stack.cuda_home if inventory.has_gpus else None
-        packages = bool(inventory.python.requirements) and stack.install == "source"
+        source = stack.install == "source"
+        packages = bool(inventory.python.requirements) and source
         return cls(
-            stack.prefix, stack.install, cuda_home, inventory.scheduler is not None, packages
+            stack.prefix,
+            stack.install,
+            cuda_home,
+            inventory.scheduler is not None,
+            packages,
+            stack.ucx.prefix if source else None,
         )
 
     @property
@@ -179,10 +201,22 @@ class Layout:
         return dirs
 
     @property
+    def ucx_info(self) -> str:
+        """The ucx_info that goes with the stack's UCX: the site's (stack.ucx.prefix), the
+        one built into the stack, or the distribution's (its ucx-utils package) beside
+        the distribution's Open MPI. It may be absent: a stack without UCX has none."""
+        if self.site_ucx:
+            return f"{self.site_ucx}/bin/ucx_info"
+        return f"{self.current}/bin/ucx_info" if self.install == "source" else "/usr/bin/ucx_info"
+
+    @property
     def library_dirs(self) -> list[str]:
         dirs = [self.mpi_lib] if self.mpi_lib else []
         if self.cuda_home:
             dirs.append(f"{self.cuda_home}/lib64")
+        ucx_lib = site_ucx_lib(self.site_ucx)
+        if ucx_lib:  # Open MPI's pml ucx links the site's libucp
+            dirs.append(ucx_lib)
         return dirs
 
     def shell_exports(self, variables: dict[str, str]) -> str:

@@ -13,7 +13,7 @@ from mpicluster.cluster.layout import APPLIED
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import transport
 from mpicluster.util import exitcodes
-from mpicluster.util.errors import MpiclusterError
+from mpicluster.util.errors import MpiclusterError, UsageError
 from mpicluster.util.text import last_line
 
 Facts = dict[str, dict[str, Any]]
@@ -49,6 +49,8 @@ def gather(
     command = " ".join(shlex.quote(a) for a in argv)
     if users:
         command = f"MPICLUSTER_USERS={shlex.quote(','.join(users))} {command}"
+    if plan.stack.ucx.prefix:  # whether each node has the site's UCX (check_site_ucx)
+        command = f"MPICLUSTER_SITE_UCX={shlex.quote(plan.stack.ucx.prefix)} {command}"
     results = transport.run_everywhere(plan, command, stdin=remote.script("nodeinfo"), timeout=60)
     reasons = {}
     facts = {}
@@ -126,3 +128,23 @@ def check_gpus(plan: ClusterPlan, facts: Facts) -> None:
             hint="install the NVIDIA driver, set the node's `gpus:` to what it has, or set "
             "stack.gpus_present: false to build the GPU stack on nodes without GPUs",
         )
+
+
+def check_site_ucx(plan: ClusterPlan, facts: Facts) -> None:
+    """Every node has the site's UCX the stack is built against (stack.ucx.prefix), as
+    its probe found it; a UsageError naming the first that lacks it, before any change."""
+    prefix = plan.stack.ucx.prefix
+    if not prefix or plan.stack.install != "source":
+        return
+    lacking = [
+        node.name
+        for node in plan.nodes
+        if not ((facts.get(node.name) or {}).get("site_ucx") or {}).get("libucp")
+    ]
+    if not lacking:
+        return
+    more = f" (and {len(lacking) - 1} more node(s))" if len(lacking) > 1 else ""
+    raise UsageError(
+        f"stack.ucx.prefix: {lacking[0]} has no {prefix}/lib/libucp.so*{more}: install the "
+        "site's UCX there on every node, or remove stack.ucx.prefix to build UCX"
+    )

@@ -157,7 +157,11 @@ NOLOGIN = ("nologin", "false")
 def layout_of(config):
     got = config["layout"]
     return Layout(
-        got["prefix"], got["install"], got.get("cuda_home"), packages=bool(got.get("packages"))
+        got["prefix"],
+        got["install"],
+        got.get("cuda_home"),
+        packages=bool(got.get("packages")),
+        site_ucx=got.get("site_ucx"),
     )
 
 

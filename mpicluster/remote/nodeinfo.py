@@ -4,7 +4,8 @@ A program for the nodes, stdlib only (any Python 3.6+). Run alone it prints one 
 object: `/usr/bin/python3 - PREFIX CUDA_HOME [RECORD]` with this file on stdin, which is
 how `up`, `fetch` and `hostfile` learn what each node is (`up` names the record of
 what the last `up` applied: the node's identity and how it stands against that record
-are added). doctor's probe is sent as this
+are added; MPICLUSTER_USERS and MPICLUSTER_SITE_UCX in its environment ask about the
+inventory's users and the site's UCX). doctor's probe is sent as this
 file followed by probe.py (see mpicluster.remote.script) and extends these facts.
 """
 
@@ -289,6 +290,22 @@ def cluster_packages(prefix):
         return None
 
 
+#: Where a UCX install keeps libucp under its prefix: lib (UCX's own install, HPC-X),
+#: lib64, or a multiarch folder (Debian's /usr/lib/x86_64-linux-gnu).
+UCX_LIBRARY_GLOBS = ("lib/libucp.so*", "lib64/libucp.so*", "lib/*-linux-*/libucp.so*")
+
+
+def site_ucx(prefix):
+    """The site's UCX that `up` builds Open MPI against (stack.ucx.prefix): the first
+    libucp found under `prefix`, or None (the run-time library alone counts: a node that
+    only runs the stack may have libucp.so.0 without its development link)."""
+    for pattern in UCX_LIBRARY_GLOBS:
+        found = sorted(glob.glob(os.path.join(prefix, pattern)))
+        if found:
+            return {"prefix": prefix, "libucp": found[0]}
+    return {"prefix": prefix, "libucp": None}
+
+
 #: The comment of an account mpicluster locked (the accounts module's LOCKED).
 LOCKED = "mpicluster locked"
 
@@ -366,6 +383,9 @@ def main():
     names = [n for n in os.environ.get("MPICLUSTER_USERS", "").split(",") if n]
     if names:
         facts["directory_accounts"] = directory_accounts(names)
+    # the inventory's stack.ucx.prefix (`up` passes it): whether this node has that UCX
+    if os.environ.get("MPICLUSTER_SITE_UCX"):
+        facts["site_ucx"] = site_ucx(os.environ["MPICLUSTER_SITE_UCX"])
     if len(sys.argv) > 3:  # `up`: what its fast path judges by
         facts["identity"] = identity()
         facts["applied"] = applied(sys.argv[3])

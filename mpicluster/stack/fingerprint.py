@@ -18,7 +18,7 @@ from typing import Any
 from mpicluster.cluster.lockfile import Source
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes.facts import release
-from mpicluster.stack.sources import built_on
+from mpicluster.stack.sources import built_on, site_ucx
 from mpicluster.util.errors import UsageError
 from mpicluster.util.paths import data_path
 
@@ -107,7 +107,14 @@ def recipe_digest(recipe_module: Path = RECIPE_MODULE) -> str:
 def options(plan: ClusterPlan, platform: Platform) -> dict[str, Any]:
     stack = plan.stack
     cuda_aware = stack.openmpi.cuda if stack.openmpi.cuda != "auto" else platform.cuda is not None
-    return {
+    site = site_ucx(plan)
+    # The site's UCX by its folder alone: its version is not read from the nodes, whose
+    # run-time files do not name it (ucx.pc comes with its development files, which
+    # only the builder needs), and a fingerprint that read it would split nodes that
+    # share one UCX. UCX keeps its ABI within 1.x (libucp.so.0): a UCX updated in place
+    # still runs the stack built against the older one.
+    ucx = {"ucx": {"prefix": site}} if site else {}
+    return ucx | {
         "prefix": stack.prefix,
         "openmpi": {
             "cuda": bool(cuda_aware),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mpicluster import __version__
+from mpicluster.cluster.layout import site_ucx_lib
 from mpicluster.cluster.lockfile import Source
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.nodes import facts as node_facts
@@ -172,7 +173,7 @@ def fetch_for(
 ) -> FetchResult:
     """`mpicluster fetch`: what the nodes need, asked over SSH; or, given `python` (nodes
     that cannot be reached), the platforms it and `arch`/`cuda` describe, with UCX's
-    sources unless the inventory turns UCX off."""
+    sources unless the inventory turns UCX off (or names the site's own)."""
     if python:
         wanted = platforms_unasked(plan, python, arch, cuda)
         ucx = plan.stack.ucx.enabled is not False
@@ -464,8 +465,11 @@ def _mpi_spec(
     stack_dir: str,
     cuda_home: str | None,
 ) -> dict[str, Any]:
-    """How Open MPI (and UCX beside it) are configured, and with which CUDA, if any."""
+    """How Open MPI (and UCX beside it) are configured, and with which CUDA, if any; or
+    against the site's own UCX (stack.ucx.prefix), with nothing of UCX built."""
     stack = plan.stack
+    site = sources.site_ucx(plan)
+    site_lib = site_ucx_lib(site)
     cuda_aware = bool(group.document["options"]["openmpi"]["cuda"])
     # the CUDA that Open MPI (and UCX beside it) are built against; None: no CUDA
     mpi_cuda_home = cuda_home if cuda_aware else None
@@ -476,7 +480,7 @@ def _mpi_spec(
             cuda_home=mpi_cuda_home,
             fortran=stack.openmpi.fortran,
             extra=list(stack.openmpi.configure_args),
-            ucx="ucx" in by_name,
+            ucx=stack_dir if "ucx" in by_name else site,
             ucc="ucc" in by_name,
         ),
         "prte_defaults": recipe.prte_defaults(by_name["openmpi"]),
@@ -484,6 +488,10 @@ def _mpi_spec(
         "ucx": _ucx_spec(by_name, stack_dir, mpi_cuda_home, gpus_present=stack.gpus_present),
         "ucc": _ucc_spec(by_name, stack_dir, mpi_cuda_home, group.platform.gpu_archs),
         "ucc_defaults": dict(recipe.UCC_DEFAULTS) if "ucc" in by_name else {},
+        "site_ucx": site,
+        # what the builder's runs of the new Open MPI (its checks, mpi4py's and Horovod's
+        # builds) need to load a site's UCX: the nodes' own environment comes later
+        "build_env": {"LD_LIBRARY_PATH": site_lib} if site_lib else {},
         "cuda_aware": cuda_aware,
         "openmpi_cuda": (
             recipe.openmpi_cuda(by_name["openmpi"], mpi_cuda_home, gpus_present=stack.gpus_present)

@@ -5,7 +5,7 @@ The build roles (playbooks/roles/stack_build) run what this module decides.
 
 from __future__ import annotations
 
-from mpicluster.cluster.layout import CUDA_ALLREDUCE
+from mpicluster.cluster.layout import CUDA_ALLREDUCE, SYSTEM_UCX_PREFIX
 from mpicluster.cluster.lockfile import Source
 
 
@@ -47,10 +47,12 @@ def openmpi_configure_args(
     cuda_home: str | None,
     fortran: bool,
     extra: list[str],
-    ucx: bool = False,
+    ucx: str | None = None,
     ucc: bool = False,
 ) -> list[str]:
-    """`ucx`, `ucc`: the stack has UCX (and UCC), installed into `prefix` before Open MPI."""
+    """`ucx`: where the UCX Open MPI is built against is installed (the stack's `prefix`,
+    where it was built before Open MPI, or the site's own: stack.ucx.prefix); None: no
+    UCX. `ucc`: the stack has UCC, installed into `prefix` before Open MPI."""
     major = _major(source)
     # a one-time build: no dependency files for a rebuild that never comes (Spack's
     # default for autotools packages too)
@@ -70,7 +72,7 @@ def openmpi_configure_args(
         args.append("--without-cuda")
     # spelled out both ways: configure picks up a UCX it finds on the builder by itself
     # (a libucx-dev installed for something else), which the fingerprint would not know
-    args.append(f"--with-ucx={prefix}" if ucx else "--without-ucx")
+    args.append(_with_ucx(ucx))
     if major >= 5:  # coll/ucc, likewise found by itself where a builder has a UCC
         args.append(f"--with-ucc={prefix}" if ucc else "--without-ucc")
     # The runtime Open MPI bundles, spelled out: its configure prefers an external PMIx,
@@ -82,6 +84,18 @@ def openmpi_configure_args(
     # arguments come last, and configure takes the last of an option given twice
     args += openmpi_cuts(source)
     return [*args, *extra]
+
+
+def _with_ucx(ucx: str | None) -> str:
+    """Open MPI's UCX option. The distribution's UCX (/usr) is asked for without a folder:
+    given --with-ucx=/usr, 5.x's configure looks for ucx.pc and libucp only in /usr/lib
+    and /usr/lib64 (config/oac/oac_check_package.m4), not in Debian's multiarch
+    /usr/lib/x86_64-linux-gnu, and stops; without one it asks pkg-config (its ucx.pc is
+    on pkg-config's own path) or the compiler's default folders, as 4.1 does too
+    (config/ompi_check_ucx.m4)."""
+    if ucx is None:
+        return "--without-ucx"
+    return "--with-ucx" if ucx == SYSTEM_UCX_PREFIX else f"--with-ucx={ucx}"
 
 
 #: Open MPI's components the stack leaves unbuilt: none is loaded by the smoke test, the

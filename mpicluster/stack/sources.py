@@ -15,12 +15,21 @@ from mpicluster.cluster.lockfile import Source, default_version, resolve
 from mpicluster.cluster.plan import ClusterPlan
 
 
+def site_ucx(plan: ClusterPlan) -> str | None:
+    """The site's own UCX the stack's Open MPI is built against (stack.ucx.prefix: HPC-X,
+    DOCA), or None: UCX is built into the stack, or there is none."""
+    stack = plan.stack
+    return stack.ucx.prefix if stack.install == "source" else None
+
+
 def ucx_wanted(plan: ClusterPlan, facts: dict[str, dict[str, Any]]) -> bool:
     """Whether the stack has UCX: as the inventory says, or ("auto") where any node has
     an RDMA device or GPUs beside a CUDA-aware Open MPI (UCX's CUDA transports carry
-    point-to-point on device buffers, and UCC needs UCX). One answer for the whole
-    cluster: ranks whose Open MPIs pick different PMLs (ucx on one node, ob1 on another)
-    cannot talk."""
+    point-to-point on device buffers, and UCC needs UCX), or the site's own (a prefix
+    means true). One answer for the whole cluster: ranks whose Open MPIs pick different
+    PMLs (ucx on one node, ob1 on another) cannot talk."""
+    if site_ucx(plan):
+        return True
     enabled = plan.stack.ucx.enabled
     if enabled != "auto":
         return bool(enabled)
@@ -31,28 +40,32 @@ def ucx_wanted(plan: ClusterPlan, facts: dict[str, dict[str, Any]]) -> bool:
 
 def ucc_wanted(plan: ClusterPlan, ucx: bool) -> bool:
     """Whether the stack has UCC (Open MPI's coll/ucc): as the inventory says, or
-    ("auto") beside UCX where GPUs and a CUDA-aware Open MPI are; never without UCX."""
+    ("auto") beside UCX where GPUs and a CUDA-aware Open MPI are; never without the
+    stack's own UCX (a site's HPC-X brings its UCC: stack.openmpi.configure_args
+    ["--with-ucc=<hpcx>/ucc"])."""
     enabled = plan.stack.ucc.enabled
-    if not ucx or enabled is False:
+    if not ucx or enabled is False or site_ucx(plan):
         return False
     return enabled is True or ucx_with_cuda_possible(plan)
 
 
 def ucx_with_cuda_possible(plan: ClusterPlan) -> bool:
     """Whether UCX may be built with CUDA for this inventory (whatever the nodes' RDMA
-    devices say): UCX not turned off, Open MPI not kept from CUDA, some node with GPUs."""
+    devices say): UCX not turned off nor the site's, Open MPI not kept from CUDA, some
+    node with GPUs."""
     stack = plan.stack
-    return plan.has_gpus and stack.ucx.enabled is not False and stack.openmpi.cuda is not False
+    built = stack.ucx.enabled is not False and not site_ucx(plan)
+    return plan.has_gpus and built and stack.openmpi.cuda is not False
 
 
 def needed(plan: ClusterPlan, ucx: bool = False) -> list[Source]:
     """The sources `up` needs for this inventory (none for `install: packages`); UCX's
-    when `ucx` (ucx_wanted's answer)."""
+    when `ucx` (ucx_wanted's answer), unless the site's own UCX is used."""
     stack = plan.stack
     if stack.install != "source":
         return []
     wanted = ["openmpi", "mpi4py"]
-    if ucx:
+    if ucx and not site_ucx(plan):
         wanted.append("ucx")
     openmpi = resolve("openmpi", stack.openmpi.version, stack.openmpi.url, stack.openmpi.sha256)
     # coll/ucc is Open MPI 5's (4.1's configure has no --with-ucc)

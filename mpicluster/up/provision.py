@@ -280,6 +280,7 @@ def health_record(plan: ClusterPlan, node_slots: dict[str, int]) -> dict[str, An
             "install": plan.layout.install,
             "cuda_home": plan.layout.cuda_home,
             "packages": plan.layout.packages,
+            "site_ucx": plan.layout.site_ucx,
         },
         "mpi_env": dict(plan.mpi_env),
         "gpus_present": plan.stack.gpus_present,
@@ -391,6 +392,7 @@ def survey(plan: ClusterPlan, progress: Progress, *, dry_run: bool = False) -> S
     facts = node_facts.gather(plan, applied=True, users=[user.name for user in plan.users])
     supported.check(plan, facts)
     node_facts.check_gpus(plan, facts)
+    node_facts.check_site_ucx(plan, facts)
     kept = accounts.earlier(facts)
     made = accounts.UsersPlan(tuple(accounts.plan_accounts(plan.users, facts, kept)), kept)
     cordoned = cordons.newest(cordons.parse(seen.get("cordons")) for seen in facts.values())
@@ -456,6 +458,11 @@ def describe_plan(stack: StackPlan) -> list[str]:
                 f"({why}): installed again"
             )
         spec = stack.variables.get("mpicluster_stack_groups", {}).get(group.fingerprint) or {}
+        if group.builder and spec.get("site_ucx"):
+            lines.append(
+                f"Stack {group.fingerprint}: Open MPI built against the site's UCX in "
+                f"{spec['site_ucx']} (stack.ucx.prefix)"
+            )
         horovod = spec.get("horovod")
         if group.builder and spec.get("nccl") and horovod and not horovod["gpu_operations"]:
             lines.append(

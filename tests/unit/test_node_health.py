@@ -133,6 +133,7 @@ def test_up_records_what_the_login_judges_need():
         "install": plan.layout.install,
         "cuda_home": plan.layout.cuda_home,
         "packages": False,
+        "site_ucx": None,
     }
     assert written["mpi_env"] == dict(plan.mpi_env) and written["mpi_env"]
     assert written["nodes"]["n1"] == {"user": "mpi", "port": 22, "gpus": 1, "slots": 1}

@@ -183,7 +183,7 @@ def test_openmpi_configure_args_follow_the_series():
         cuda_home="/usr/local/cuda",
         fortran=True,
         extra=["--enable-io-romio"],
-        ucx=True,
+        ucx="/p",
         ucc=True,
     )
     assert args5 == [

@@ -23,7 +23,8 @@ MPI_CARRIERS["EFA"] = ("mtl:ofi",)
 NO_UCX_FIX = (
     "use an Open MPI built with UCX: run `mpicluster up` again (its source stack builds "
     "UCX where a node has an RDMA device, CUDA-aware beside CUDA; stack.ucx.enabled: true "
-    "forces it), or Debian's and Ubuntu's openmpi-bin (stack: {install: packages})"
+    "forces it, stack.ucx.prefix builds against the site's own: HPC-X, DOCA), or Debian's "
+    "and Ubuntu's openmpi-bin (stack: {install: packages})"
 )
 NO_OFI_FIX = (
     "use an Open MPI built with libfabric (configure --with-ofi; AWS's EFA installer "
