@@ -51,6 +51,8 @@ class SourceFolders:
     cache: Path
     artifacts: Path
     mirror: str | None
+    #: Where a source archive without configure gets one: "builder" or "control".
+    autogen: str = "builder"
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class ClusterPlan:
                 cache=_resolved(inventory, sources.cache),
                 artifacts=_resolved(inventory, sources.artifacts),
                 mirror=sources.mirror,
+                autogen=sources.autogen,
             ),
             users=_accounts(inventory),
             _inventory=inventory,

@@ -80,3 +80,11 @@ def test_ucc_tag_archive_gets_its_configure_here_once(tmp_path):
     assert autogen.apply({"ucc": original}, [ucc])["ucc"] == made
     assert made.stat().st_mtime_ns == mtime
     sys.stdout.write(f"autogen.sh of UCC 1.8.0 here: {time.monotonic() - started:.1f} s\n")
+
+
+def test_the_plan_carries_where_configure_is_made():
+    from tests.unit.plans import plan_of
+
+    text = "cluster: t\nnodes:\n  - {name: a}\n"
+    assert plan_of(text).sources.autogen == "builder"
+    assert plan_of(text + "sources: {autogen: control}\n").sources.autogen == "control"
