@@ -39,6 +39,7 @@ class CudaArrayOnly:
     """A tensor seen only through __cuda_array_interface__ (no DLPack, no buffer)."""
 
     def __init__(self, tensor):
+        self.tensor = tensor  # its memory stays the tensor's while MPI uses it
         self.__cuda_array_interface__ = tensor.__cuda_array_interface__
 
 

@@ -49,6 +49,10 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+#: The programs the runs start besides the stack's own.
+TORCH_PROGRAM = REPO / "mpicluster" / "remote" / "rank_programs" / "torch_allreduce.py"
+PROBES = Path(__file__).with_name("gpu_probes.py")
+MPI4PY_PROGRAM = Path(__file__).with_name("mpi4py_cuda.py")
 #: The issue's goal: MPI_Allreduce of 64 MiB on device memory, 2 ranks on the one GPU.
 GOAL_GBS = 10.0
 LARGE = 16777216  # floats: 64 MiB, the largest of the smoke test's GPU sizes
@@ -171,7 +175,7 @@ class Runs:
     def torch(self) -> None:
         from mpicluster.smoke import steps as smoke
 
-        program = str(REPO / "mpicluster" / "remote" / "smoke" / "torch_allreduce.py")
+        program = str(TORCH_PROGRAM)
         nccl_env = ["-x", "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,NET"]
         argv = [
             *self.mpirun, "-np", "1", *self.exports, *nccl_env, sys.executable, program,
@@ -279,7 +283,7 @@ class Runs:
     def probes(self) -> None:
         from mpicluster.util.text import json_line
 
-        program = Path(__file__).with_name("gpu_probes.py")
+        program = PROBES
         # where Open MPI's session files go by default (PRRTE's prte_tmpdir_base)
         folders = ["/dev/shm", os.environ.get("TMPDIR") or "/tmp"]
         start = time.monotonic()
@@ -310,7 +314,7 @@ class Runs:
             self.rec.step("run:mpi4py", False, 0, not_run="no PyTorch in the box's Python")
             return
         torch_site = str(Path(found.origin).parents[1])
-        program = str(Path(__file__).with_name("mpi4py_cuda.py"))
+        program = str(MPI4PY_PROGRAM)
         python = f"{self.stack}/venv/bin/python"
         argv = [
             *self.mpirun, "-np", "2", *self.exports, *self.traces, *smoke.PML_VERBOSE,

@@ -91,6 +91,9 @@ def test_each_gpu_run_waits_for_a_lane_there_is():
     assert {after for after, _ in planned.values()} <= lanes | {None}
     assert planned["cuda"][0] == "cuda_allreduce" and planned["mpi4py"][0] == "python"
     assert planned["ucx-perftest"][0] == "ucx" and planned["gpu-probes"][0] is None
+    # the programs they start besides the stack's (a renamed folder left one behind once)
+    for program in (onebox_runs.TORCH_PROGRAM, onebox_runs.PROBES, onebox_runs.MPI4PY_PROGRAM):
+        assert program.is_file(), program
 
 
 def test_the_timing_callback_writes_each_task_as_it_starts(tmp_path):
