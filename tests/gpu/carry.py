@@ -47,6 +47,8 @@ from tests import seed  # noqa: E402
 
 #: The box's facts as mpicluster's probe read them there (Python 3.12 on x86-64, CUDA 13.0).
 FACTS = REPO / "tests" / "unit" / "data" / "gpu-h200" / "node-facts.json"
+#: What may travel beside the checkout (about 3 MiB) within a lent machine's 64 MiB.
+LIMIT = 61 * 2**20
 #: What the driver imports that the box lacks (it has Jinja2, PyYAML, packaging, rich,
 #: typer), pinned to what this checkout's tests run with.
 DRIVER_NEEDS = [
@@ -79,7 +81,8 @@ def fill_cache(folder: Path, facts: dict) -> dict:
     makes UCX's and UCC's configure) and offline (what the box does); the offline plan's
     sources, by component."""
     cache = folder / "cache"
-    cache.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(cache, ignore_errors=True)  # made afresh: an older carry's files would travel
+    cache.mkdir(parents=True)
     seed.seed_gpu_sources(cache)
     mpi4py = seed.pypi_sdist("mpi4py", "4.1.2")
     _, orig = seed.openmpi_orig("5.0.7")  # found by its name, as `up` looks it up
@@ -129,6 +132,8 @@ def main(folder: Path, facts_file: Path = FACTS) -> None:
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     say(f"the box's offline plan takes: {json.dumps(sources)}")
     say(f"{folder}: {size / 2**20:.1f} MiB")
+    if size > LIMIT:
+        say(f"warning: over {LIMIT / 2**20:.0f} MiB: with the checkout, over what a call takes")
 
 
 if __name__ == "__main__":
