@@ -3,20 +3,46 @@
 tests/gpu/prove_on_one_gpu.sh runs it (it says how); by hand:
     python tests/gpu/onebox.py --out DIR [--carry DIR] [--build-only --cuda-archs 9.0]
 
+Second round (issue 55): the stack as `up` builds it for GPU nodes, UCX with CUDA and UCC
+beside Open MPI, and the fast path for device buffers measured.
+
 1. Reads this box's node facts with mpicluster's own node probe (remote/nodeinfo.py);
    then, beside the build, captures the GPU as the driver shows it (nvidia-smi -q, its
    XML, nvlink, topo, the query fields doctor reads, the kernel's Xid lines) into
    DIR/captures.tar.gz with those facts: test data for the parsers.
 2. Plans the stack with mpicluster.stack.prepare for an inventory of this one box (its
-   GPUs as nvidia-smi counts them; PyTorch and Horovod off: the box's own PyTorch runs
-   the torch smoke), offline from the carried source cache and wheelhouse.
-3. Builds it through the stack_build role on localhost (tests/gpu/onebox.yml): Open
-   MPI (CUDA-aware) then the CUDA allreduce program and mpi4py, beside NCCL (for the
-   box's GPU architecture, ONLY_FUNCS to fit the time); then nccl-tests; then the
-   role's verify tasks.
-4. Runs the GPU smoke test's three programs and judges them with the smoke test's own
-   judges: all_reduce_perf (one rank: NCCL needs a GPU per rank), cuda_allreduce on 2
-   ranks sharing the GPU (Open MPI's smcuda path), torch_allreduce.py (world of 1).
+   GPUs as nvidia-smi counts them; UCX with CUDA and UCC on; PyTorch and Horovod off: the
+   box's own PyTorch runs the torch programs), offline from the carried source cache and
+   wheelhouse. `sources.autogen: control`: UCX's and UCC's tag archives have no
+   configure and the box no autotools, so carry.py made their configure on the machine
+   with network; the offline plan only takes what it made.
+3. Builds it through the stack_build role on localhost (tests/gpu/onebox.yml), in lanes
+   (LANES) as build.yml orders them: UCX, then UCC (against UCX and NCCL), then Open MPI
+   (--with-ucx, --with-ucc), NCCL beside from the start (for the box's GPU
+   architecture, ONLY_FUNCS to fit the time); then the CUDA allreduce program, nccl-tests
+   and mpi4py; then the role's verify tasks. Each task's start is written as it happens
+   (callback_plugins/onebox_timing.py), so a lane cut by the budget still says where its
+   time went.
+4. Runs the GPU programs as soon as what they need is built, one at a time on the GPU,
+   judged by the smoke test's own judges (onebox_runs.py says which and why).
+
+The critical path on the box's 16 cores: staging (16 s), UCX (76 s on this project's
+2-core machine; not yet timed on the box), UCC (not yet timed anywhere: about 230 C files
+and 9 CUDA files for one architecture; 60 to 90 s guessed), Open MPI (364 s on the box in
+the first round), the CUDA allreduce program (8 s), then its four runs (about a minute):
+the first coll/ucc figure about 530 to 600 s in, mpi4py (158 s of its one serial compile
+was not enough on the box) about 200 s later. NCCL (49 s there) is off that path: it is
+done before UCX. So UCC keeps its NCCL transport layer, as `up` builds it: building UCC
+without it would save nothing here, and with two ranks on one GPU NCCL refuses the
+communicator (ncclInvalidUsage) and UCC takes its next transport layer for the call
+(UCC's tl_nccl_team.c), which the runs show.
+
+The defaults (--budget 410 s for the build, --total 470 s in all) keep the proof within
+480 s: they end before Open MPI is in, with UCX's and UCC's build times, the box's own
+probes and ucx_perftest. --budget 540 --total 590 (ONEBOX_BUDGET, ONEBOX_TOTAL) reach the
+CUDA allreduce runs within one 600 s command; mpi4py's run needs more than one command
+holds. What does not fit is stopped and recorded as not run; what finished is run and
+recorded.
 
 Every step is timed and recorded in DIR/summary.json (and DIR/onebox.log) whether or
 not it worked; the build's and the runs' output goes to DIR/logs.tar.gz. Exit 0 when
@@ -28,10 +54,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -169,11 +193,13 @@ def sh(argv, *, timeout: float, env=None, cwd=None) -> tuple[int, str]:
     return child.returncode, out
 
 
-def stop_leftovers(work: Path, marker: str) -> int:
+def stop_leftovers(extra_file: Path, marker: str) -> int:
     """Stop what a lane that ran out of time left running: Ansible's workers start
     sessions of their own, and the compilers they started run on. Each build step carries
     the role's build marker in its environment (as `up`'s interrupted builds are found);
-    Ansible's own processes name the work folder. Returns how many were stopped."""
+    Ansible's own processes name the lanes' variables file. Not the GPU runs, whose
+    command lines name the stack's folder: they finish and are recorded. Returns how
+    many were stopped."""
     stopped = 0
     for proc in Path("/proc").glob("[0-9]*"):
         if int(proc.name) == os.getpid():
@@ -183,7 +209,7 @@ def stop_leftovers(work: Path, marker: str) -> int:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if f"MPICLUSTER_BUILD={marker}".encode() in environ or str(work).encode() in cmdline:
+        if f"MPICLUSTER_BUILD={marker}".encode() in environ or str(extra_file).encode() in cmdline:
             with contextlib.suppress(OSError):
                 os.kill(int(proc.name), signal.SIGKILL)
                 stopped += 1
@@ -246,7 +272,9 @@ def box_plan(work: Path, carry: Path, gpus: int, args: argparse.Namespace):
         "cuda_home": args.cuda_home,
         "gpus_present": not args.build_only,
         "openmpi": {"version": args.openmpi, "cuda": True},
-        "ucx": {"enabled": False},
+        # what `auto` gives GPU nodes, spelled out: the proof is about them
+        "ucx": {"enabled": True},
+        "ucc": {"enabled": True},
         "nccl": {"only_funcs": args.only_funcs} if args.only_funcs else {},
         "horovod": {"enabled": False},
         "pytorch": {"enabled": False},
@@ -257,7 +285,12 @@ def box_plan(work: Path, carry: Path, gpus: int, args: argparse.Namespace):
         "cluster": "onebox",
         "nodes": [{"name": "box", "address": "127.0.0.1", "gpus": gpus}],
         "stack": stack,
-        "sources": {"cache": str(carry / "cache"), "artifacts": str(work / "artifacts")},
+        "sources": {
+            "cache": str(carry / "cache"),
+            "artifacts": str(work / "artifacts"),
+            # the box has no autotools: carry.py made UCX's and UCC's configure
+            "autogen": "control",
+        },
     }
     return ClusterPlan.of(parse_inventory(json.dumps(document), source="onebox"))
 
@@ -276,7 +309,7 @@ def plan_stack(rec: Record, work: Path, carry: Path, facts: dict, gpus: int, arg
         return None
     fingerprint = planned.host_vars["box"]["mpicluster_stack_fingerprint"]
     spec = planned.variables["mpicluster_stack_groups"][fingerprint]
-    found_libcuda = libcuda_outside(spec, work)
+    found_driver_libs = driver_libs_outside(spec, work)
     extra = {
         **planned.variables,
         "mpicluster_stack_fingerprint": fingerprint,
@@ -292,29 +325,51 @@ def plan_stack(rec: Record, work: Path, carry: Path, facts: dict, gpus: int, arg
         fingerprint=fingerprint,
         versions=spec["record"]["versions"],
         openmpi_configure=spec["openmpi_configure_args"],
+        ucx_configure=(spec["ucx"] or {}).get("configure_args"),
+        ucc_configure=(spec["ucc"] or {}).get("configure_args"),
+        sources={name: source["filename"] for name, source in spec["sources"].items()},
         nccl=spec["nccl"],
-        libcuda_outside_candidates=found_libcuda,
+        driver_libs_outside_candidates=found_driver_libs,
     )
     return extra
 
 
-def libcuda_outside(spec: dict, work: Path) -> str | None:
-    """Where the build role would find no libcuda.so among the recipe's folders (no
-    toolkit stubs, a driver that ships only libcuda.so.1), the driver's library, linked
-    as libcuda.so in a folder added to the role's candidates; recorded as a finding."""
-    cuda = spec.get("openmpi_cuda")
-    if not cuda or any(Path(d, "libcuda.so").exists() for d in cuda["libdir_candidates"]):
+#: The driver's libraries the build links against, and which candidate lists want them
+#: (Open MPI's CUDA components want libcuda.so; UCX's and UCC's CUDA support, through
+#: files/cuda_link.sh, libcuda and libnvidia-ml, .so or .so.1).
+DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so")
+
+
+def driver_libs_outside(spec: dict, work: Path) -> dict[str, str] | None:
+    """Where the build role would find the driver's libraries in none of the recipe's
+    folders (a toolkit without stubs, a driver outside the usual folders, as in a
+    container's /usr/local/nvidia), a folder of links to them put first among the
+    candidates of Open MPI's and UCX's CUDA support; returned (name: library; empty where
+    the driver's are nowhere either) as a finding, None where the recipe's folders do."""
+    openmpi = (spec.get("openmpi_cuda") or {}).get("libdir_candidates")
+    ucx = ((spec.get("ucx") or {}).get("cuda") or {}).get("libdir_candidates")
+
+    def present(names: tuple[str, ...], folders: list[str] | None) -> bool:
+        return not folders or any(Path(d, n).exists() for d in folders for n in names)
+
+    ucx_ok = all(present((name, f"{name}.1"), ucx) for name in DRIVER_LIBS)
+    if present(("libcuda.so",), openmpi) and ucx_ok:
         return None
+    lists = [folders for folders in (openmpi, ucx) if folders]
     _, out = sh("ldconfig -p", timeout=30)
-    found = [line.split("=>")[-1].strip() for line in out.splitlines() if "libcuda.so" in line]
-    found += [str(p) for p in Path("/usr/local/nvidia").glob("lib*/libcuda.so*")]
-    if not found:
-        return None
-    folder = work / "libcuda"
+    seen = [line.split("=>")[-1].strip() for line in out.splitlines() if "=>" in line]
+    seen += [str(p) for p in sorted(Path("/usr/local/nvidia").glob("lib*/lib*.so*"))]
+    folder = work / "driver-libs"
     folder.mkdir(exist_ok=True)
-    (folder / "libcuda.so").symlink_to(found[0])
-    cuda["libdir_candidates"].insert(0, str(folder))
-    return found[0]
+    found = {}
+    for name in DRIVER_LIBS:
+        match = next((path for path in seen if Path(path).name.startswith(name)), None)
+        if match:
+            (folder / name).symlink_to(match)
+            found[name] = match
+    for candidates in lists if found else ():
+        candidates.insert(0, str(folder))
+    return found
 
 
 class Lanes:
@@ -322,7 +377,6 @@ class Lanes:
 
     def __init__(self, rec: Record, logs: Path, extra: dict, deadline: float):
         self.rec, self.logs, self.deadline = rec, logs, deadline
-        self.work = Path(extra["stack_build_scratch"]).parent
         self.marker = extra["mpicluster_stack_fingerprint"]
         self.extra_file = logs / "extravars.json"
         self.extra_file.write_text(json.dumps(extra, indent=2))
@@ -334,6 +388,10 @@ class Lanes:
             "ANSIBLE_LOCALHOST_WARNING": "false",
             "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
             "ANSIBLE_NOCOLOR": "1",
+            # each task's start as it happens (a lane cut by the budget keeps its lines)
+            "ANSIBLE_CALLBACK_PLUGINS": str(Path(__file__).with_name("callback_plugins")),
+            "ANSIBLE_CALLBACKS_ENABLED": "onebox_timing",
+            "ONEBOX_T0": str(time.time() - (time.monotonic() - rec.started)),
             "LC_ALL": "C.UTF-8",
         }
 
@@ -344,7 +402,7 @@ class Lanes:
             return False
         variables = {"onebox_components": components, **flags}
         argv = [
-            ansible_playbook(),
+            *ansible_playbook(),
             "-i",
             "localhost,",
             "-e",
@@ -354,46 +412,71 @@ class Lanes:
             str(Path(__file__).with_name("onebox.yml")),
         ]
         timeout = max(5.0, self.deadline - time.monotonic())
-        code, out = sh(argv, timeout=timeout, env=self.env)
+        timing = self.logs / f"timing-{name}.txt"
+        code, out = sh(argv, timeout=timeout, env={**self.env, "ONEBOX_TIMING_FILE": str(timing)})
         if code == 124:
-            stopped = stop_leftovers(self.work, self.marker)
+            stopped = stop_leftovers(self.extra_file, self.marker)
             out += f"\n[stopped {stopped} process(es) the lane left running]"
         (self.logs / f"lane-{name}.log").write_text(out)
         failed = [line for line in out.splitlines() if line.startswith(("fatal:", "failed:"))]
         self.rec.step(
-            f"build:{name}", code == 0, time.monotonic() - start, exit=code, failed=failed[:3]
+            f"build:{name}",
+            code == 0,
+            time.monotonic() - start,
+            exit=code,
+            failed=failed[:3],
+            tasks=task_times(timing),
         )
         return code == 0
 
 
-def ansible_playbook() -> str:
-    for folder in [*os.environ.get("PYTHONPATH", "").split(":"), str(Path(sys.executable).parent)]:
-        for candidate in (
-            Path(folder) / "bin" / "ansible-playbook",
-            Path(folder) / "ansible-playbook",
-        ):
-            if folder and candidate.is_file():
-                return str(candidate)
-    return shutil.which("ansible-playbook") or "ansible-playbook"
+def task_times(timing: Path) -> list[str]:
+    """The lane's tasks as callback_plugins/onebox_timing.py wrote them ("  123.4 s  Configure
+    UCX": seconds since the proof began), the ones that took 5 s or more; the whole list is
+    in logs.tar.gz."""
+    if not timing.is_file():
+        return []
+    lines = timing.read_text(errors="replace").splitlines()
+    kept = []
+    for line, following in zip(lines, [*lines[1:], None], strict=True):
+        start = _seconds(line)
+        end = _seconds(following) if following else None
+        if start is not None and (end is None or end - start >= 5):
+            kept.append(line.strip())
+    return kept
 
 
-#: The lanes: (name, components, the lanes it waits for). mpi4py goes last: it is
-#: CPU-only (proven on the local cluster) and its compile is long and serial.
+def _seconds(line: str) -> float | None:
+    with contextlib.suppress(ValueError, IndexError):
+        return float(line.split()[0])
+    return None
+
+
+def ansible_playbook() -> list[str]:
+    """ansible-playbook as its module, run by this Python: the Ansible carried on
+    PYTHONPATH (carry.py's unpacked wheels have no scripts), not one the box may have."""
+    return [sys.executable, "-m", "ansible.cli.playbook"]
+
+
+#: The lanes: (name, components, the lanes it waits for), in build.yml's order: UCX, then
+#: UCC (its UCP transport layer links UCX, its NCCL one the stack's NCCL), then Open MPI
+#: (--with-ucx, --with-ucc); NCCL from the start, beside UCX. mpi4py goes last: its compile
+#: is long and serial.
 LANES = (
-    ("mpi", ["openmpi"], ()),
+    ("ucx", ["ucx"], ()),
     ("nccl", ["nccl"], ()),
+    ("ucc", ["ucc"], ("ucx", "nccl")),
+    ("mpi", ["openmpi"], ("ucx", "ucc")),
     ("cuda_allreduce", ["cuda_allreduce"], ("mpi",)),
     ("nccl_tests", ["nccl_tests"], ("mpi", "nccl")),
     ("python", ["python"], ("mpi",)),
 )
-#: Each GPU run and the lane that builds its program; they start as soon as it is built.
-RUN_AFTER = {"torch": "mpi", "cuda": "cuda_allreduce", "nccl-tests": "nccl_tests"}
 
 
 def build_and_run(rec: Record, logs: Path, extra: dict, deadline: float, runs) -> None:
-    """Stage the inputs; then Open MPI beside NCCL; as soon as Open MPI is in, the CUDA
-    allreduce program and mpi4py; once NCCL is in too, nccl-tests; last the verify tasks.
-    `runs` (kind -> function, or None: build only) start as soon as their lane is done."""
+    """Stage the inputs; then the lanes, each as soon as those it waits for are done.
+    `runs` (kind -> (the lane it waits for, or None: at once; the function), or None:
+    build only) start as soon as their lane is done, whatever else failed."""
     lanes = Lanes(rec, logs, extra, deadline)
     if not lanes.run("stage", [], onebox_stage=True):
         return
@@ -410,15 +493,18 @@ def build_and_run(rec: Record, logs: Path, extra: dict, deadline: float, runs) -
             rec.step(f"build:{name}", False, 0, not_run=f"waits on {', '.join(after)}")
         done[name].set()
 
-    def run(kind: str, function) -> None:
-        done[RUN_AFTER[kind]].wait()
-        if results.get(RUN_AFTER[kind]):
+    def run(kind: str, after: str | None, function) -> None:
+        if after is not None:
+            done[after].wait()
+        if after is None or results.get(after):
             guarded(rec, f"run:{kind}", function)
         else:
-            rec.step(f"run:{kind}", False, 0, not_run=f"build:{RUN_AFTER[kind]} failed")
+            rec.step(f"run:{kind}", False, 0, not_run=f"build:{after} failed")
 
     threads = [threading.Thread(target=lane, args=spec) for spec in LANES]
-    threads += [threading.Thread(target=run, args=item) for item in (runs or {}).items()]
+    threads += [
+        threading.Thread(target=run, args=(kind, *spec)) for kind, spec in (runs or {}).items()
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -429,82 +515,12 @@ def build_and_run(rec: Record, logs: Path, extra: dict, deadline: float, runs) -
     lanes.run("verify", [], onebox_verify=True)
 
 
-def run_env(stack: str, cuda_home: str) -> dict:
-    env = dict(os.environ)
-    env["PATH"] = f"{stack}/bin:{env['PATH']}"
-    env["LD_LIBRARY_PATH"] = ":".join(
-        p for p in (f"{stack}/lib", f"{cuda_home}/lib64", env.get("LD_LIBRARY_PATH")) if p
-    )
-    env.pop("PYTHONPATH", None)  # the box's own Python packages for torch, not the carried ones
-    return env
+def box_runs(rec: Record, logs: Path, extra: dict, cuda_home: str, ends: float) -> dict:
+    """The GPU runs (onebox_runs.py), each with the lane it waits for."""
+    import onebox_runs  # beside this file (the script's folder is on sys.path)
 
-
-def smoke_runs(rec: Record, logs: Path, extra: dict, cuda_home: str) -> dict:
-    """The GPU smoke test's programs on this box (kind -> a function that runs and judges
-    one, with the smoke test's own judges)."""
-    from mpicluster.cluster.layout import CUDA_ALLREDUCE
-    from mpicluster.smoke import nccl_tests
-    from mpicluster.smoke import steps as smoke
-
-    stack = f"{extra['mpicluster_layout']['stacks']}/{extra['mpicluster_stack_fingerprint']}"
-    env = run_env(stack, cuda_home)
-    mpirun = [f"{stack}/bin/mpirun", "--allow-run-as-root", "--oversubscribe"]
-    exports = ["-x", "LD_LIBRARY_PATH", "-x", "PATH"]
-    nccl_env = ["-x", "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,NET"]
-    # ONLY_FUNCS built the ring/simple kernels alone: NCCL must not pick another
-    nccl_env += ["-x", "NCCL_ALGO=Ring", "-x", "NCCL_PROTO=Simple"]
-    all_reduce_perf = f"{stack}/bin/all_reduce_perf"
-    cuda_allreduce = f"{stack}/{CUDA_ALLREDUCE}"
-    torch_program = str(REPO / "mpicluster" / "remote" / "smoke" / "torch_allreduce.py")
-    runs = {
-        "nccl-tests": (all_reduce_perf, [
-            *mpirun, "-np", "1", *exports, *nccl_env, all_reduce_perf, *nccl_tests.ALL_REDUCE_ARGS,
-        ]),
-        "cuda": (cuda_allreduce, [
-            *mpirun, "-np", "2", *exports, *smoke.PML_VERBOSE, cuda_allreduce,
-            *map(str, smoke.GPU_SIZES),
-        ]),
-        "torch": (torch_program, [
-            *mpirun, "-np", "1", *exports, *nccl_env, sys.executable, torch_program,
-            "127.0.0.1", "29511", *map(str, smoke.GPU_SIZES),
-        ]),
-    }  # fmt: skip
-    judges = {"nccl-tests": smoke.judge_nccl_tests, "cuda": smoke.judge_report}
-
-    def one(kind: str, program: str, argv: list[str]) -> None:
-        missing = [p for p in (mpirun[0], program) if not Path(p).exists()]
-        if missing:
-            rec.step(f"run:{kind}", False, 0, not_run=f"not built: {', '.join(missing)}")
-            return
-        start = time.monotonic()
-        code, out = sh(argv, timeout=60, env=env)
-        (logs / f"run-{kind}.txt").write_text(" ".join(argv) + "\n\n" + out)
-        stdout = "\n".join(line for line in out.splitlines() if not line.startswith("["))
-        base = smoke.AllreduceResult(False, "box", kind)
-        judged = judges.get(kind, smoke.judge_report)(base, code, stdout, out, [])
-        result = {k: v for k, v in vars(judged).items() if k not in ("output_tail", "head")}
-        if kind == "cuda":
-            result["pmls"] = smoke.selected_pmls(out)
-            result["open_mpi_warnings"] = sorted(set(OMPI_WARNING.findall(out)))
-        ok = judged.ok and not judged.skipped
-        rec.step(f"run:{kind}", ok, time.monotonic() - start, exit=code, result=result)
-        rec.data["figures"][kind] = figures(judged)
-
-    return {kind: functools.partial(one, kind, *spec) for kind, spec in runs.items()}
-
-
-#: Open MPI's own warnings in a run's output ("The call to cuMemHostRegister(...) failed").
-OMPI_WARNING = re.compile(r"The call to (\w+)\(")
-
-
-def figures(judged) -> dict:
-    """The largest size's bandwidths, for the GPU tables (docs/gpu.md, docs/measurements.md)."""
-    if not judged.sizes:
-        return {}
-    last = judged.sizes[-1]
-    return {
-        key: last.get(key) for key in ("bytes", "algbw_gbs", "busbw_gbs", "seconds") if key in last
-    }
+    runs = onebox_runs.Runs(rec, logs, extra, cuda_home, ends, sh)
+    return runs.plan()
 
 
 def guarded(rec: Record, name: str, step, *args):
@@ -535,7 +551,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--only-funcs", default=ONLY_FUNCS)
     parser.add_argument("--cuda-archs", nargs="*", default=[])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--budget", type=float, default=540, help="seconds for the build")
+    # the whole proof within 480 s, the box's pip install of the carried wheels included
+    parser.add_argument(
+        "--budget", type=float, default=410, help="seconds for the build (no lane starts later)"
+    )
+    parser.add_argument(
+        "--total", type=float, default=470, help="seconds for the whole proof (no run later)"
+    )
     parser.add_argument("--build-only", action="store_true", help="no GPU: build, no runs")
     return parser.parse_args(argv)
 
@@ -564,7 +586,7 @@ def main(argv: list[str]) -> int:
         folder.mkdir(parents=True, exist_ok=True)
     rec = Record(out)
     rec.data["box"] = {"gpus": gpus, "cores": os.cpu_count(), "python": sys.version.split()[0]}
-    deadline = time.monotonic() + args.budget
+    deadline, ends = rec.started + args.budget, rec.started + args.total
     try:
         facts = guarded(
             rec, "facts", node_facts, rec, captures, args.cuda_home, str(args.work / "opt")
@@ -577,7 +599,7 @@ def main(argv: list[str]) -> int:
         if extra is not None:
             runs = None
             if not args.build_only:  # each program runs once built, whatever else failed
-                runs = guarded(rec, "runs", smoke_runs, rec, logs, extra, args.cuda_home)
+                runs = guarded(rec, "runs", box_runs, rec, logs, extra, args.cuda_home, ends)
             guarded(rec, "build", build_and_run, rec, logs, extra, deadline, runs)
         capturing.join()
     finally:
