@@ -192,6 +192,10 @@ def ucx_configure_args(prefix: str, cuda_home: str | None = None) -> list[str]:
         "--with-verbs",
         "--with-rdmacm",
         f"--with-cuda={cuda_home}" if cuda_home else "--without-cuda",
+        # GPU-initiated InfiniBand (GDA-KI, 1.20 on, with CUDA): it compiles DOCA
+        # GPUNetIO's headers from a git submodule that no release archive carries, and
+        # only device-side communication libraries (NVSHMEM, NCCL's GIN) use it
+        "--without-gda",
     ]
 
 
