@@ -196,6 +196,10 @@ def ucx_configure_args(prefix: str, cuda_home: str | None = None) -> list[str]:
         # GPUNetIO's headers from a git submodule that no release archive carries, and
         # only device-side communication libraries (NVSHMEM, NCCL's GIN) use it
         "--without-gda",
+        # nor UCX's device code (nvcc: ucx_perftest's GPU-initiated kernels, which include
+        # those headers wherever rdma-core's mlx5dv.h is): an empty answer for configure's
+        # nvcc lookup. The CUDA transports (cuda_copy, cuda_ipc) are plain C and stay.
+        "ac_cv_path_NVCC=",
     ]
 
 

@@ -338,7 +338,7 @@ def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
     assert {"--with-verbs", "--with-rdmacm", "--disable-numa", "--without-cuda"} <= set(args)
     assert "--enable-mt" in args  # pml ucx declines a UCX without MPI_THREAD_MULTIPLE
     # GDA-KI compiles a git submodule the tag archive lacks (found by the CUDA build)
-    assert "--without-gda" in args
+    assert "--without-gda" in args and "ac_cv_path_NVCC=" in args
     assert "--with-cuda=/usr/local/cuda" in recipe.ucx_configure_args("/p", "/usr/local/cuda")
 
 
