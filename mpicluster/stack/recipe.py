@@ -172,7 +172,7 @@ def ucx_configure_args(prefix: str, cuda_home: str | None = None) -> list[str]:
     libraries. `cuda_home`: beside a CUDA-aware Open MPI, UCX's CUDA transports
     (cuda_copy, cuda_ipc) and memory hooks, so pml ucx can be handed GPU buffers; they
     link libcuda and NVML (ucx_cuda)."""
-    return [
+    args = [
         f"--prefix={prefix}",
         "--disable-dependency-tracking",
         "--without-go",
@@ -191,7 +191,12 @@ def ucx_configure_args(prefix: str, cuda_home: str | None = None) -> list[str]:
         "--enable-mt",
         "--with-verbs",
         "--with-rdmacm",
-        f"--with-cuda={cuda_home}" if cuda_home else "--without-cuda",
+    ]
+    if not cuda_home:
+        return [*args, "--without-cuda"]
+    return [
+        *args,
+        f"--with-cuda={cuda_home}",
         # GPU-initiated InfiniBand (GDA-KI, 1.20 on, with CUDA): it compiles DOCA
         # GPUNetIO's headers from a git submodule that no release archive carries, and
         # only device-side communication libraries (NVSHMEM, NCCL's GIN) use it

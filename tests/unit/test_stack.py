@@ -337,9 +337,13 @@ def test_ucx_is_built_where_asked_or_where_a_node_has_rdma():
     assert args[0] == "--prefix=/p"
     assert {"--with-verbs", "--with-rdmacm", "--disable-numa", "--without-cuda"} <= set(args)
     assert "--enable-mt" in args  # pml ucx declines a UCX without MPI_THREAD_MULTIPLE
-    # GDA-KI compiles a git submodule the tag archive lacks (found by the CUDA build)
-    assert "--without-gda" in args and "ac_cv_path_NVCC=" in args
-    assert "--with-cuda=/usr/local/cuda" in recipe.ucx_configure_args("/p", "/usr/local/cuda")
+    cuda = recipe.ucx_configure_args("/p", "/usr/local/cuda")
+    assert "--with-cuda=/usr/local/cuda" in cuda
+    # with CUDA: no GDA-KI nor device code, which compile a git submodule the tag archive
+    # lacks (found by the CUDA build); without, the same arguments as before (the
+    # stacks built without CUDA keep their fingerprint)
+    assert "--without-gda" in cuda and "ac_cv_path_NVCC=" in cuda
+    assert not {"--without-gda", "ac_cv_path_NVCC="} & set(args)
 
 
 def _ucx_spec(stack: str, facts: dict) -> dict:
