@@ -15,10 +15,18 @@ the conversation, one JSON object per line each way:
     node -> control   {"kind": "retried", ...} that failed alone, once all nodes are done
     control -> node   {"launch": {...}}        (optional, repeated) mpirun launches of
     node -> control   {"kind": "launched", ...} the proof by launch (launch_proof_node.py)
+    control -> node   {"cancel": ID}           (optional) stop the launches of order ID
     control -> node   end of input             the listener closes, the probe exits
 
+Requests run at once, each in a thread of its own (the launches while the pairs are
+tried), and a request with an "id" has it in each of its answers. The slowest facts (the
+stack's files against its manifest, a rank's login environment: `slow_facts`) are read
+beside the others from the start; where the spec asks ("later": true) they come in a
+message of their own, {"kind": "later facts", ...}, so that nothing waits for them.
+
 It changes nothing on the node (its launches run MPI programs that print and exit). A
-watchdog ends it whatever happens, so a lost control connection leaves nothing running.
+watchdog ends it whatever happens, so a lost control connection leaves nothing running;
+at the end of input it stops every launch still running.
 Its facts are nodeinfo's (what `up` plans builds from), extended with what the checks
 judge.
 """
@@ -36,6 +44,7 @@ import stat
 import sys
 import threading
 import time
+import traceback
 
 import accessfacts
 import fabricfacts
@@ -43,7 +52,7 @@ import gpuhealth
 import loginlimits
 import nodedisk
 import rankenv
-from launch_proof_node import launch
+from launch_proof_node import Launches, launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
 
 OUT = threading.Lock()
@@ -322,6 +331,21 @@ def _user_name(uid):
         return None
 
 
+def slow_facts(spec):
+    """The facts that take longest: the stack's files against its manifest (a stat of
+    every file, the sha256 of those a launch loads) and what a rank's login resolves."""
+    layout = spec["layout"]
+    rank = rankenv.variables(os.environ) if spec.get("rank_env") else {}
+    return {
+        "stack_files": stack_files(layout["prefix"], deep=bool(spec.get("deep")))
+        if layout.get("install") == "source" and spec.get("stack_files")
+        else None,
+        "rank_env": rankenv.rank_environment(rank, layout["current"])
+        if spec.get("rank_env")
+        else None,
+    }
+
+
 def gather(spec):
     layout = spec["layout"]
     hostname = socket.gethostname()
@@ -363,12 +387,6 @@ def gather(spec):
             "interfaces": interfaces(),
             "fabric": fabricfacts.fabric(layout["mpi_bin"], os.environ),
             "gpu_health": gpuhealth.health() if (facts.get("gpus") or {}).get("ok") else None,
-            "stack_files": stack_files(layout["prefix"], deep=bool(spec.get("deep")))
-            if layout.get("install") == "source" and spec.get("stack_files")
-            else None,
-            "rank_env": rankenv.rank_environment(rank, layout["current"])
-            if spec.get("rank_env")
-            else None,
             "neighbour": neighbour_limits(),
             "users": user_accounts(spec["users"]) if spec.get("users") else None,
             "disk": nodedisk.disk(disk_paths),
@@ -552,6 +570,43 @@ def background(function):
     return wait
 
 
+def fatal(function):
+    """function, whose exception ends the probe as one in its main thread would (the
+    traceback on stderr, exit 1): the control machine reads it as the probe's end."""
+
+    def run_it(*args):
+        try:
+            function(*args)
+        except BaseException:  # any error ends the probe, said on stderr
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+
+    return run_it
+
+
+def started(function):
+    """function() begun in a thread; the returned wait() gives its result or raises."""
+    box = {}
+
+    def run_it():
+        try:
+            box["value"] = function()
+        except BaseException as exc:  # raised again by wait()
+            box["error"] = exc
+
+    thread = threading.Thread(target=run_it, daemon=True)
+    thread.start()
+
+    def wait():
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    return wait
+
+
 def pairs(message, listener_token):
     budget = message["budget"]
     deadline = time.time() + budget
@@ -592,34 +647,59 @@ def zip_lists(keys, values):
     return [(keys[i], values[i]) for i in range(len(keys))]
 
 
+def answer(message, token, launches):
+    """One request's answers (the "id" it came with in each of them)."""
+    tag = {"id": message["id"]} if "id" in message else {}
+    if "peers" in message:
+        send(dict({"kind": "clock", "time": time.time()}, **tag))
+        send(dict(pairs(message["peers"], token), **tag))
+    elif "retry" in message:
+        result = pairs(message["retry"], token)
+        result["kind"] = "retried"
+        send(dict(result, **tag))
+    elif "launch" in message:
+        order = message["launch"]
+        deadline = time.time() + order["budget"]
+
+        def one(item):
+            return launch(item, launches, message.get("id"))
+
+        results = run_pool(one, order["items"], order["workers"], deadline)
+        send(dict({"kind": "launched", "results": [r for r in results if r is not None]}, **tag))
+
+
 def main():
     spec = receive()["spec"]
     watchdog = threading.Timer(spec["deadline"], lambda: os._exit(3))
     watchdog.daemon = True
     watchdog.start()
     listener = Listener(spec["token"]) if spec.get("listen") else None
+    slow = started(lambda: slow_facts(spec))
     facts = gather(spec)
     facts["kind"] = "facts"
     facts["port"] = listener.port if listener else None
     facts["time"] = time.time()
-    send(facts)
+    if spec.get("later"):
+        send(facts)
+        later = fatal(lambda: send(dict(slow(), kind="later facts")))
+        threading.Thread(target=later, daemon=True).start()
+    else:
+        facts.update(slow())
+        send(facts)
     # The listener stays up until control has every node's results; meanwhile control
-    # may ask for a second try of pairs that failed on their own, then for launches.
+    # asks for the pairs, a second try of those that failed on their own, and launches.
+    launches = Launches()
     message = receive()
     while message is not None:
-        if "peers" in message:
-            send({"kind": "clock", "time": time.time()})
-            send(pairs(message["peers"], spec["token"]))
-        elif "retry" in message:
-            result = pairs(message["retry"], spec["token"])
-            result["kind"] = "retried"
-            send(result)
-        elif "launch" in message:
-            order = message["launch"]
-            deadline = time.time() + order["budget"]
-            results = run_pool(launch, order["items"], order["workers"], deadline)
-            send({"kind": "launched", "results": [r for r in results if r is not None]})
+        if "cancel" in message:
+            launches.cancel(message["cancel"])
+        else:
+            handler = fatal(answer)
+            thread = threading.Thread(target=handler, args=(message, spec["token"], launches))
+            thread.daemon = True
+            thread.start()
         message = receive()
+    launches.stop_all()
     sys.stdout.flush()
     os._exit(0)
 

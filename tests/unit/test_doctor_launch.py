@@ -1,4 +1,4 @@
-"""The proof by launch's judgement, from recorded launches (pure logic: no nodes).
+"""The proof by launch's judgement and schedule, from recorded launches (pure logic: no nodes).
 
 Where a launch failed, the result must sit on the node (or pair) the rounds point at,
 and explain from what was seen: mpirun's own words, what the other checks found on
@@ -12,11 +12,16 @@ import json
 from mpicluster.doctor.checks import launch as launch_check
 from mpicluster.doctor.launch_proof import (
     MARK,
+    PAIR_TIMEOUT,
     Launch,
     LaunchProof,
+    Prover,
+    all_timeout,
     build_argv,
     major_version,
+    mpi4py_expected,
     mpirun_of,
+    same_launch,
 )
 from mpicluster.doctor.model import Status
 from mpicluster.doctor.runner import Options
@@ -309,3 +314,62 @@ def test_a_slow_launch_across_nodes_points_at_bench():
     assert "mpicluster doctor --perf" in slow.fix and "mpicluster bench" in slow.fix
     whole.seconds = 6.0  # under SLOW_LAUNCH: mpirun's own start
     assert judge(LaunchProof(alone=healthy_alone(), all=whole)).status == Status.PASS
+
+
+# --- the schedule: round 2 started with round 1, kept only where it is what round 2 is
+
+
+def prover_after(alone: dict[str, list[Launch]], tweak=None) -> Prover:
+    """A Prover over gathered facts, round 1 done with these results."""
+    prover = Prover(gathered(tweak=tweak), lambda message: None)
+    prover.proof.alone = alone
+    return prover
+
+
+def round_two(prover: Prover, healthy: list[str]) -> tuple[Launch, Launch]:
+    """What round 2 calls for once round 1 is in (as Prover.run builds it)."""
+    head, count = healthy[0], len(healthy)
+    everyone = prover.launch(head, healthy, count, all_timeout(count), "all")
+    shared = prover.launch(head, healthy[:2], 4, PAIR_TIMEOUT, "shared", per_node=2)
+    return everyone, shared
+
+
+def test_the_early_launches_are_round_two_when_every_node_passes_alone():
+    prover = prover_after(healthy_alone())
+    early = prover.early_launches(NODES)
+    everyone, shared = round_two(prover, NODES)
+    assert same_launch(everyone, early["all"]) and same_launch(shared, early["shared"])
+    assert early["all"].hosts == NODES and early["shared"].hosts == ["node1", "node2"]
+    assert early["all"].argv[-1] == "mpi"  # mpi4py required: the ranks alone had it
+
+
+def test_a_node_failing_alone_makes_the_early_launch_across_all_another_launch():
+    alone = healthy_alone()
+    alone["node3"][1] = launch("alone", "node3", ["node3"], ranks=2, rc=1)
+    prover = prover_after(alone)
+    early = prover.early_launches(NODES)
+    everyone, shared = round_two(prover, ["node1", "node2"])
+    assert not same_launch(everyone, early["all"])  # stopped; round 2 runs without node3
+    assert same_launch(shared, early["shared"])  # node1 and node2 either way
+
+
+def test_mpi4py_found_otherwise_than_the_facts_said_makes_every_early_launch_another():
+    """The facts list no mpi4py (the early launches do not require it), yet the ranks
+    alone ran it: round 2 requires it, so neither early launch is round 2's."""
+
+    def without_mpi4py(facts):
+        for node in facts.values():
+            node["versions"]["mpi4py"] = None
+
+    prover = prover_after(healthy_alone(), tweak=without_mpi4py)
+    early = prover.early_launches(NODES)
+    everyone, shared = round_two(prover, NODES)
+    assert not same_launch(everyone, early["all"])
+    assert not same_launch(shared, early["shared"])
+
+
+def test_expected_mpi4py_and_a_missing_early_launch():
+    assert mpi4py_expected([{"versions": {"mpi4py": None}}, {"versions": {"mpi4py": "4.0.3"}}])
+    assert not mpi4py_expected([{"versions": {"mpi4py": None}}, {}])
+    assert not same_launch(launch("all", "node1", NODES), None)
+    assert Prover(gathered(), lambda message: None).early_launches(["node1"]) == {}
