@@ -31,6 +31,7 @@ Its facts are nodeinfo's (what `up` plans builds from), extended with what the c
 judge.
 """
 
+import contextlib
 import errno
 import glob
 import hashlib
@@ -39,6 +40,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import stat
 import sys
@@ -56,6 +58,8 @@ from launch_proof_node import Launches, launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
 
 OUT = threading.Lock()
+#: How much nicer than the probe the slowest facts' process runs (os.nice).
+NICER = 5
 #: Read from a login's environment, besides the MPI settings the spec names.
 ENV_KEYS = ["PATH", "LD_LIBRARY_PATH", "TMPDIR", "HOME", "USER"]
 METADATA = re.compile(r"([A-Za-z0-9_.]+?)-([0-9][^-]*?)(?:-py[0-9.]+)?\.(dist|egg)-info$")
@@ -585,26 +589,46 @@ def fatal(function):
     return run_it
 
 
-def started(function):
-    """function() begun in a thread; the returned wait() gives its result or raises."""
-    box = {}
+class Forked:
+    """function() begun in a child process, at a lower priority: it runs beside this one
+    on another core where there is one, and yields where there is not (the facts and
+    answers the others wait for come first). Forked before any thread starts (main)."""
 
-    def run_it():
-        try:
-            box["value"] = function()
-        except BaseException as exc:  # raised again by wait()
-            box["error"] = exc
+    def __init__(self, function):
+        reading, writing = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(reading)
+            quiet = os.open(os.devnull, os.O_RDWR)  # the conversation is the parent's alone
+            for fd in (0, 1, 2):
+                os.dup2(quiet, fd)
+            try:
+                os.nice(NICER)
+                data = json.dumps({"value": function()})
+            except BaseException:  # its error, for the parent to raise
+                data = json.dumps({"error": traceback.format_exc()})
+            with os.fdopen(writing, "w") as out:
+                out.write(data)
+            os._exit(0)
+        os.close(writing)
+        self.reading = reading
 
-    thread = threading.Thread(target=run_it, daemon=True)
-    thread.start()
+    def wait(self):
+        """Its result, once it is done; raises with the child's error."""
+        with os.fdopen(self.reading) as source:
+            data = source.read()
+        os.waitpid(self.pid, 0)
+        self.pid = None
+        result = json.loads(data) if data else {"error": "the child ended without its facts"}
+        if "error" in result:
+            raise RuntimeError("the slowest facts: " + result["error"].strip())
+        return result["value"]
 
-    def wait():
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    return wait
+    def stop(self):
+        """End it if it still runs (the conversation is over)."""
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
 
 
 def pairs(message, listener_token):
@@ -670,21 +694,21 @@ def answer(message, token, launches):
 
 def main():
     spec = receive()["spec"]
+    slow = Forked(lambda: slow_facts(spec))  # first: a fork leaves other threads behind
     watchdog = threading.Timer(spec["deadline"], lambda: os._exit(3))
     watchdog.daemon = True
     watchdog.start()
     listener = Listener(spec["token"]) if spec.get("listen") else None
-    slow = started(lambda: slow_facts(spec))
     facts = gather(spec)
     facts["kind"] = "facts"
     facts["port"] = listener.port if listener else None
     facts["time"] = time.time()
     if spec.get("later"):
         send(facts)
-        later = fatal(lambda: send(dict(slow(), kind="later facts")))
+        later = fatal(lambda: send(dict(slow.wait(), kind="later facts")))
         threading.Thread(target=later, daemon=True).start()
     else:
-        facts.update(slow())
+        facts.update(slow.wait())
         send(facts)
     # The listener stays up until control has every node's results; meanwhile control
     # asks for the pairs, a second try of those that failed on their own, and launches.
@@ -700,6 +724,7 @@ def main():
             thread.start()
         message = receive()
     launches.stop_all()
+    slow.stop()
     sys.stdout.flush()
     os._exit(0)
 
