@@ -374,7 +374,7 @@ class Prover:
             proof.alone[name] = [
                 self.launch(name, None, ranks, ALONE_TIMEOUT, "alone") for ranks in (1, 2)
             ]
-        alone = self._send({name: proof.alone[name] for name in ready}, workers=1)
+        alone = self._send({name: proof.alone[name] for name in ready}, workers=2)
         early = self._start_early(ready)
         self._receive(alone)
         healthy = [name for name in ready if proof.alone_ok(name)]
