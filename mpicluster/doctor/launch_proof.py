@@ -4,7 +4,7 @@ The launches go through the probes still running on the nodes (remote/launch_pro
 as the MPI user, in the non-interactive login environment mpirun's daemons get, with
 the `mpirun` that environment resolves. In up to four rounds:
 
-1. alone: on every node, `mpirun` with 1 rank, then 2, on that node only;
+1. alone: on every node, `mpirun` with 1 rank and with 2 (at once), on that node only;
 2. all: from the head (the first node that passed alone), one rank on every node
    that passed alone; when that worked, two ranks on each of the head and the next
    node ("shared": several ranks per node on several nodes is a case of its own, it
