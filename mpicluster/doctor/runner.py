@@ -197,25 +197,26 @@ def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
     if users:
         deadline += launch_proof.users_budget(len(users), len(names))
     # one thread per node to connect, and two beside: the proof by launch and Slurm's facts
-    workers = max(2, min(options.workers, len(names)))
+    pool = ThreadPoolExecutor(max_workers=max(2, min(options.workers, len(names))))
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            progress(f"Connecting to {len(names)} node(s)")
-            specs = {name: _spec(plan, name, token, deadline, options) for name in names}
-            later = dict(pool.map(lambda s: _open(s, specs[s.name], options), sessions.values()))
-            slurm = _slurm_facts(found, pool, progress)
-            if options.needs_probe:
-                _exchange_and_prove(found, pool, pairs_budget, progress)
-            if options.needs_probe and users:
-                found.users_launched = launch_proof.prove_users(found, users, progress)
-            _later_facts(found, later)
-            if slurm is not None:
-                found.slurm = slurm.result()
+        progress(f"Connecting to {len(names)} node(s)")
+        specs = {name: _spec(plan, name, token, deadline, options) for name in names}
+        later = dict(pool.map(lambda s: _open(s, specs[s.name], options), sessions.values()))
+        slurm = _slurm_facts(found, pool, progress)
+        if options.needs_probe:
+            _exchange_and_prove(found, pool, pairs_budget, progress)
+        if options.needs_probe and users:
+            found.users_launched = launch_proof.prove_users(found, users, progress)
+        _later_facts(found, later)
+        if slurm is not None:
+            found.slurm = slurm.result()
     finally:
+        # closed first: whatever a thread still waits for (Ctrl-C) then ends at once
         for session in sessions.values():
             with contextlib.suppress(ProbeError):
                 session.send(None)
             session.close()
+        pool.shutdown(wait=True)
     return found
 
 
