@@ -4,7 +4,7 @@ The launches go through the probes still running on the nodes (remote/launch_pro
 as the MPI user, in the non-interactive login environment mpirun's daemons get, with
 the `mpirun` that environment resolves. In up to four rounds:
 
-1. alone: on every node, `mpirun` with 1 rank and with 2 (at once), on that node only;
+1. alone: on every node, `mpirun` with 1 rank and with 2, on that node only;
 2. all: from the head (the first node that passed alone), one rank on every node
    that passed alone; when that worked, two ranks on each of the head and the next
    node ("shared": several ranks per node on several nodes is a case of its own, it
@@ -13,12 +13,15 @@ the `mpirun` that environment resolves. In up to four rounds:
 4. only when every pair from the head failed: the same from a second head, which
    tells a broken head from a fault of every node.
 
-Rounds 1 and 2 run at once: `all` and `shared` start with the launches alone, as the
-rounds would run them if every node passes alone (`early_launches`). Once the nodes
-have launched alone, an early launch counts only where it is the very launch round 2
-calls for then (`same_launch`: the same head, nodes and command); where it is not (a
-node failed alone, so it is left out) the early one is stopped and round 2 runs as
-before, after round 1: a failure alone still explains the launches across nodes.
+Where every node's Open MPI lets launches share a node (`side_by_side`: 5.0.3 and later),
+a node's 1 and 2 ranks alone run at once, and rounds 1 and 2 run at once: `all` and
+`shared` start with the launches alone, as the rounds would run them if every node
+passes alone (`early_launches`). Once the nodes have launched alone, an early launch
+counts only where it is the very launch round 2 calls for then (`same_launch`: the same
+head, nodes and command); where it is not (a node failed alone, so it is left out) the
+early one is stopped and round 2 runs as before, after round 1: a failure alone still
+explains the launches across nodes. Elsewhere (Open MPI 4) a node runs one launch at a
+time in these rounds, one round after the other.
 
 The inventory's users (doctor's users check) each get one launch of their own: from the
 head, one rank on every node that launched alone, started as she starts it (her login
@@ -250,6 +253,28 @@ def mpirun_of(facts: dict) -> tuple[str | None, str]:
     return path, ""
 
 
+#: The first Open MPI whose launches may run side by side on one node: its PRRTE
+#: (3.0.5, bundled from 5.0.3 on) keeps each mpirun's and each daemon's session directory
+#: under a folder of its own (`prterun.HOST.PID.UID`). Before it (ORTE, the 4.x series;
+#: PRRTE up to 3.0.4) every launch of a user on a node keeps it under one folder,
+#: `/tmp/ompi.HOST.UID`, which a launch that ends removes while it looks empty: a launch
+#: starting then fails at once ("A call to mkdir was unable to create the desired
+#: directory", open-mpi/ompi#8510; 2 of 240 `mpirun -np 1 true` run four at a time with
+#: Debian's 4.1.4). Where it fails alone, a node is left out of every launch after.
+SIDE_BY_SIDE = (5, 0, 3)
+
+
+def side_by_side(facts: list[dict]) -> bool:
+    """Whether launches may run at once on one node: every node's Open MPI gives each
+    launch a session directory of its own (not where a node's version is unknown)."""
+    for node in facts:
+        identity = (node.get("versions") or {}).get("mpi") or {}
+        found = mpi_version.parse(identity.get("version_text") or "")
+        if not found.is_open_mpi or found.numbers < SIDE_BY_SIDE:
+            return False
+    return bool(facts)
+
+
 def major_version(facts: dict) -> int:
     """The Open MPI series the node's probe found (5 where it could not tell)."""
     identity = (facts.get("versions") or {}).get("mpi") or {}
@@ -374,8 +399,11 @@ class Prover:
             proof.alone[name] = [
                 self.launch(name, None, ranks, ALONE_TIMEOUT, "alone") for ranks in (1, 2)
             ]
-        alone = self._send({name: proof.alone[name] for name in ready}, workers=2)
-        early = self._start_early(ready)
+        # one launch at a time on a node unless its Open MPI allows more (SIDE_BY_SIDE):
+        # then the 1 and 2 ranks alone at once, and round 2 started beside them
+        at_once = side_by_side([self.found.facts(name) or {} for name in ready])
+        alone = self._send({name: proof.alone[name] for name in ready}, workers=2 if at_once else 1)
+        early = self._start_early(ready) if at_once else {}
         self._receive(alone)
         healthy = [name for name in ready if proof.alone_ok(name)]
         if len(healthy) < 2:

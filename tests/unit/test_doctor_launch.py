@@ -22,10 +22,12 @@ from mpicluster.doctor.launch_proof import (
     mpi4py_expected,
     mpirun_of,
     same_launch,
+    side_by_side,
 )
 from mpicluster.doctor.model import Status
 from mpicluster.doctor.runner import Options
 from tests.unit.test_doctor_checks import MPICH, gathered, node_facts
+from tests.unit.test_mpi_version import OPEN_MPI_4, OPEN_MPI_5
 
 NODES = ["node1", "node2", "node3"]
 
@@ -373,3 +375,93 @@ def test_expected_mpi4py_and_a_missing_early_launch():
     assert not mpi4py_expected([{"versions": {"mpi4py": None}}, {}])
     assert not same_launch(launch("all", "node1", NODES), None)
     assert Prover(gathered(), lambda message: None).early_launches(["node1"]) == {}
+
+
+# --- how many launches one node runs at once: Open MPI 4 shares one session directory
+
+
+class Probes:
+    """The nodes' probes as the Prover sees them: each launch order answered with every
+    rank started and the exact sum; counts the launches each node may be running at once
+    (an order from its request until its answer is taken, `workers` of its launches at a
+    time, each on its head and on every node it gives ranks)."""
+
+    def __init__(self, g):
+        self.items: dict[tuple[str, int], list[dict]] = {}  # every order sent
+        self.orders: dict[tuple[str, int], dict[str, int]] = {}  # those not answered yet
+        self.most = dict.fromkeys(NODES, 0)
+        for name, session in g.sessions.items():
+            session.request = lambda message, name=name: self.request(name, message)
+            session.answer = lambda kind, deadline, number, name=name: self.answer(name, number)
+            session.cancel = lambda number: None
+
+    @staticmethod
+    def ranks_on(head: str, argv: list[str]) -> list[str]:
+        placement = argv[argv.index("--host") + 1]
+        hosts = [part.rsplit(":", 1) for part in placement.split(",")]
+        return [head if host == "localhost" else host for host, n in hosts for _ in range(int(n))]
+
+    def request(self, head: str, message: dict) -> int:
+        number = len(self.items) + 1
+        items, workers = message["launch"]["items"], message["launch"]["workers"]
+        load = {}
+        for node in NODES:
+            touching = [i for i in items if node in {head, *self.ranks_on(head, i["argv"])}]
+            load[node] = min(workers, len(touching))
+        self.orders[(head, number)], self.items[(head, number)] = load, items
+        for node in NODES:
+            now = sum(order[node] for order in self.orders.values())
+            self.most[node] = max(self.most[node], now)
+        return number
+
+    def answer(self, head: str, number: int) -> dict:
+        self.orders.pop((head, number), None)
+        results = [
+            {"id": item["id"], "rc": 0, "hung": False, "seconds": 0.5}
+            | {"output": report_line(self.ranks_on(head, item["argv"]))}
+            for item in self.items[(head, number)]
+        ]
+        return {"kind": "launched", "id": number, "results": results}
+
+
+def scheduled(version_text: str) -> tuple[Probes, LaunchProof]:
+    def with_version(facts):
+        for node in facts.values():
+            node["versions"]["mpi"]["version_text"] = version_text
+
+    g = gathered(tweak=with_version)
+    probes = Probes(g)
+    return probes, Prover(g, lambda message: None).run()
+
+
+def test_open_mpi_4_runs_one_launch_at_a_time_on_each_node():
+    """ORTE keeps every launch's session directory under one /tmp/ompi.HOST.UID, which a
+    launch that ends removes while another creates its own there: the cluster test saw
+    "A call to mkdir was unable to create the desired directory" fail node1 alone
+    (and with it, node2's mpi4py blamed on node3). One launch per node at a time, as
+    before the launches ran at once: the verdicts are those of one round after another."""
+    probes, proof = scheduled(OPEN_MPI_4)
+    assert probes.most == dict.fromkeys(NODES, 1)
+    assert proof.all is not None and proof.all.ok and proof.shared is not None
+    assert proof.shared.ok and all(proof.alone_ok(node) for node in NODES)
+    assert len(probes.items) == 3 + 2  # one order per node alone, then all, then shared
+
+
+def test_open_mpi_5_keeps_the_launches_at_once():
+    """Its PRRTE gives each launch a session directory of its own: the 1 and 2 ranks alone
+    at once, `all` and `shared` started beside them and kept (no launch run twice)."""
+    probes, proof = scheduled(OPEN_MPI_5)
+    assert probes.most == {"node1": 4, "node2": 4, "node3": 3}
+    assert proof.all is not None and proof.all.ok and proof.shared is not None
+    assert proof.shared.ok and len(probes.items) == 3 + 2
+
+
+def test_launches_share_a_node_only_where_every_node_s_open_mpi_allows_it():
+    def node(text):
+        return {"versions": {"mpi": {"version_text": text}}}
+
+    assert side_by_side([node(OPEN_MPI_5), node(OPEN_MPI_5)])
+    assert not side_by_side([node(OPEN_MPI_5), node(OPEN_MPI_4)])  # one 4.x node: none
+    assert not side_by_side([node(OPEN_MPI_5), node(MPICH), node(None)])
+    assert not side_by_side([node(OPEN_MPI_5), {}])  # a version not read: not assumed
+    assert not side_by_side([])
