@@ -121,10 +121,17 @@ class NodeSession:
         try:
             channel = link.open_session(timeout=timeout)
             channel.exec_command(command)
-            channel.sendall(script + json.dumps({"spec": spec}).encode() + b"\n")
         except (paramiko.SSHException, OSError) as exc:
             raise ProbeError(f"could not start the probe: {exc}") from None
         self.channel = channel
+        try:
+            channel.sendall(script + json.dumps({"spec": spec}).encode() + b"\n")
+        except (paramiko.SSHException, OSError) as exc:
+            # A command that ended before it read the whole probe (a nologin shell prints
+            # why and exits at once) closes the channel under the send: what it printed
+            # and its exit status, read as any probe's death, say why, not the send.
+            if not channel.eof_received:
+                raise ProbeError(f"could not start the probe: {exc}") from None
 
     def send(self, message: dict | None) -> None:
         """Send one message; None ends the conversation (end of input)."""

@@ -26,6 +26,8 @@ from mpicluster import remote
 from mpicluster.cluster.inventory import parse_inventory
 from mpicluster.cluster.plan import ClusterPlan
 from mpicluster.doctor import session as doctor_session
+from mpicluster.doctor.checks import ssh_access
+from mpicluster.doctor.model import Status
 from mpicluster.doctor.runner import Options, gather
 from mpicluster.doctor.session import NodeSession, ProbeError
 from tests.unit.test_doctor_probe import spec as probe_spec
@@ -33,6 +35,8 @@ from tests.unit.test_transport import new_key
 
 #: The firewalled node's address: another loopback address than the node that answers.
 SILENT = "127.0.0.2"
+#: A login shell that refuses to run commands (Debian's package login).
+NOLOGIN = "/usr/sbin/nologin"
 
 pytestmark = pytest.mark.skipif(
     not Path(remote.PYTHON).exists(), reason=f"the probe runs with {remote.PYTHON}"
@@ -40,12 +44,15 @@ pytestmark = pytest.mark.skipif(
 
 
 class _Server(paramiko.ServerInterface):
-    """Accepts one key; runs each exec request with `sh -c`, its stdin, stdout, stderr
-    and exit status over the channel, as sshd does."""
+    """Accepts one key; runs each exec request with the login shell's `-c` (sh unless
+    told), its stdin, stdout, stderr and exit status over the channel, as sshd does."""
 
-    def __init__(self, authorized: paramiko.PKey, processes: list[subprocess.Popen]):
+    def __init__(
+        self, authorized: paramiko.PKey, processes: list[subprocess.Popen], shell: str = "sh"
+    ):
         self.authorized = authorized
         self.processes = processes
+        self.shell = shell
 
     def get_allowed_auths(self, username):
         return "publickey"
@@ -60,7 +67,7 @@ class _Server(paramiko.ServerInterface):
 
     def check_channel_exec_request(self, channel, command):
         process = subprocess.Popen(
-            ["sh", "-c", command.decode()],
+            [self.shell, "-c", command.decode()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -74,10 +81,11 @@ def _relay(channel: paramiko.Channel, process: subprocess.Popen) -> None:
     assert process.stdin and process.stdout and process.stderr
 
     def into() -> None:
-        while chunk := channel.recv(65536):
-            process.stdin.write(chunk)
-            process.stdin.flush()
-        process.stdin.close()
+        with contextlib.suppress(OSError):  # a command that ended reads no more
+            while chunk := channel.recv(65536):
+                process.stdin.write(chunk)
+                process.stdin.flush()
+            process.stdin.close()
 
     def errors() -> None:
         while chunk := process.stderr.read1(65536):
@@ -96,6 +104,23 @@ def _relay(channel: paramiko.Channel, process: subprocess.Popen) -> None:
 @pytest.fixture
 def node(tmp_path) -> Iterator[tuple[int, Path, Path]]:
     """(port, identity, known_hosts) of a node on 127.0.0.1 that runs what it is sent."""
+    yield from _serving(tmp_path)
+
+
+@pytest.fixture
+def nologin_node(tmp_path) -> Iterator[tuple[int, Path, Path]]:
+    """A node whose login shell is nologin (this machine's /usr/sbin/nologin, which
+    prints "This account is currently not available." and exits 1). Its channel window
+    is smaller than the probe: doctor is still sending the probe when the login ends and
+    the channel closes, the order that sshd's own timing gave on a real node."""
+    if not Path(NOLOGIN).exists():
+        pytest.skip(f"{NOLOGIN} is not installed")
+    yield from _serving(tmp_path, shell=NOLOGIN, window=2**15)
+
+
+def _serving(
+    tmp_path: Path, shell: str = "sh", window: int | None = None
+) -> Iterator[tuple[int, Path, Path]]:
     host_key, _ = new_key()
     client_key, client_text = new_key()
     identity = tmp_path / "id_ed25519"
@@ -114,11 +139,12 @@ def node(tmp_path) -> Iterator[tuple[int, Path, Path]]:
                 sock, _ = listener.accept()
             except OSError:
                 return
-            link = paramiko.Transport(sock)
+            sizes = {"default_window_size": window} if window else {}
+            link = paramiko.Transport(sock, **sizes)
             link.add_server_key(host_key)
             links.append(link)
             with contextlib.suppress(paramiko.SSHException, EOFError, OSError):
-                link.start_server(server=_Server(client_key, processes))
+                link.start_server(server=_Server(client_key, processes, shell))
 
     threading.Thread(target=serve, daemon=True).start()
     try:
@@ -285,6 +311,22 @@ def test_a_firewalled_node_is_named_within_one_connect_timeout(node, dropping_po
     assert firewalled.error == f"no answer from me@{SILENT}:{dropping_port} within the timeout"
     assert found.probed == ["n1"] and found.unprobed == ["n2"]
     assert "n1" in found.clocks
+
+
+def test_a_nologin_shell_is_named_though_it_ends_before_the_probe_is_sent(nologin_node):
+    """The login shell refuses the probe's command and the channel closes while doctor
+    is still sending the probe: what the shell printed (read after the failed send) is
+    the verdict, nologin and chsh, not "could not start the probe"."""
+    port, identity, known_hosts = nologin_node
+    plan = plan_of([("n1", "127.0.0.1", port, identity)], known_hosts)
+    found = gather(plan, Options(checks=("ssh", "env"), timeout=5), lambda message: None)
+    session = found.sessions["n1"]
+    assert session.banner == ["This account is currently not available."]
+    assert session.error == "the probe exited (1): This account is currently not available."
+    result = ssh_access.judge(session)
+    assert result.status == Status.FAIL
+    assert "the login shell refused to run a command" in result.evidence
+    assert "nologin" in (result.fix or "") and "chsh" in (result.fix or "")
 
 
 def test_connect_to_a_dropping_port_costs_the_timeout_and_no_more(dropping_port, tmp_path):
