@@ -18,21 +18,11 @@ from mpicluster.stack.prepare import _group_spec, nvml_requirements
 from mpicluster.stack.wheels import Wheelhouse
 from mpicluster.util.errors import UsageError
 from tests.shipped import load
-from tests.unit.plans import plan_of
+from tests.unit.plans import FACTS, plan_of
 
 DATA = Path(__file__).parent / "data" / "ucx"
 NODES = "cluster: t\nnodes:\n  - {name: node1}\n  - {name: node2}\n  - {name: node3}\n"
 HPCX = "/opt/hpcx/ucx"
-FACTS = {
-    "nproc": 2,
-    "os": {"id": "debian", "version_id": "12"},
-    "arch": "x86_64",
-    "python": "3.11",
-    "gcc": "4:12.2.0-3",
-    "cuda": None,
-    "gpus": [],
-    "current": None,
-}
 SHA = "a" * 64
 
 

@@ -19,18 +19,7 @@ from mpicluster.stack.fingerprint import Platform, fingerprint, platform_of
 from mpicluster.stack.prepare import _group_spec, nvml_requirements, platforms_unasked
 from mpicluster.stack.wheels import Wheelhouse
 from mpicluster.util.errors import MpiclusterError, UsageError
-from tests.unit.plans import plan_of
-
-FACTS = {
-    "nproc": 2,
-    "os": {"id": "debian", "version_id": "12"},
-    "arch": "x86_64",
-    "python": "3.11",
-    "gcc": "4:12.2.0-3",
-    "cuda": None,
-    "gpus": [],
-    "current": None,
-}
+from tests.unit.plans import FACTS, plan_of
 
 
 def test_lockfile_pins_every_release_with_a_sha256():
