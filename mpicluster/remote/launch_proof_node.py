@@ -7,6 +7,12 @@ machine), in a session of its own. One that runs past its timeout is a hang, a
 finding: SIGTERM to mpirun (it then ends its daemons and ranks on the other nodes),
 SIGKILL to its whole group after a grace period. The ranks' program also ends itself a few
 seconds after the timeout (its alarm), so a lost mpirun leaves nothing running.
+
+Several orders of launches may run at once (`Launches`): the control machine starts the
+launches across nodes while those on each node alone still run, and cancels an order
+whose result it no longer needs (its running launches are stopped as a hang is, the
+ones not started yet never start); at the end of the conversation every launch still
+running is stopped.
 """
 
 import contextlib
@@ -32,20 +38,71 @@ def stop(child):
         child.wait(GRACE)
 
 
-def launch(item):
+class Launches:
+    """The launches running on this node, by the order they belong to."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running = {}  # order -> [child]
+        self.cancelled = set()
+
+    def start(self, order, argv):
+        """Popen(argv) registered under `order`; None once the order is cancelled."""
+        with self.lock:
+            if order in self.cancelled:
+                return None
+            child = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self.running.setdefault(order, []).append(child)
+            return child
+
+    def done(self, order, child):
+        with self.lock:
+            children = self.running.get(order, [])
+            if child in children:
+                children.remove(child)
+
+    def cancel(self, order):
+        """Stop `order`'s running launches; its others never start."""
+        with self.lock:
+            self.cancelled.add(order)
+            children = list(self.running.get(order, []))
+        for child in children:
+            stop(child)
+
+    def stop_all(self):
+        with self.lock:
+            self.cancelled.update(self.running)
+            children = [child for group in self.running.values() for child in group]
+        for child in children:
+            stop(child)
+
+
+def launch(item, launches=None, order=None):
     """{"id", "argv", "timeout"} -> {"id", "rc", "hung", "seconds", "output"}; rc None
-    when mpirun could not be started (output says why) or would not die."""
+    when mpirun could not be started (output says why) or would not die. With `launches`,
+    it runs as part of `order` (None: the order was cancelled before it started)."""
     started = time.time()
+    launches = launches or Launches()
     try:
-        child = subprocess.Popen(
-            item["argv"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        child = launches.start(order, item["argv"])
     except OSError as exc:
         return {"id": item["id"], "rc": None, "hung": False, "seconds": 0.0, "output": str(exc)}
+    if child is None:
+        return None
+    try:
+        return _wait(item, child, started)
+    finally:
+        launches.done(order, child)
+
+
+def _wait(item, child, started):
+    """The launch's result once `child` ends, or is stopped past its timeout."""
     chunks = []
 
     def read():
