@@ -111,6 +111,13 @@ class Launch:
         return as_user(self.user, self.head, self.argv) if self.user else self.argv
 
     @property
+    def daemon_hosts(self) -> list[str]:
+        """The nodes whose daemons the probe ends itself if it stops this launch
+        (launch_proof_node.end_daemons): the others than the head; none for a user's
+        launch, whose mpirun runs behind her own ssh."""
+        return [] if self.user else [host for host in self.hosts if host != self.head]
+
+    @property
     def reports(self) -> list[dict]:
         found = []
         for line in self.output.splitlines():
@@ -518,7 +525,12 @@ class Prover:
         sent = []
         for name, launches in orders.items():
             items = [
-                {"id": i, "argv": launch.started, "timeout": launch.timeout}
+                {
+                    "id": i,
+                    "argv": launch.started,
+                    "timeout": launch.timeout,
+                    "hosts": launch.daemon_hosts,
+                }
                 for i, launch in enumerate(launches)
             ]
             rounds = math.ceil(len(items) / workers)
