@@ -331,7 +331,7 @@ def test_doctor_passes_on_the_built_stack_and_finds_a_dropping_firewall(build):
         # the hung launches' daemons on node2 never heard mpirun: doctor ended them
         # (PRRTE's; ORTE's end when their connection gives up)
         if not version.startswith("4."):
-            left = cluster.ssh("node2", "pgrep -a -f '/prted ' || true").stdout
+            left = cluster.ssh("node2", "pgrep -a -f '[/]prted ' || true").stdout
             assert left.strip() == "", left
     finally:
         cluster.ssh("node2", f"sudo iptables -D {rule}")
