@@ -4,7 +4,7 @@ The launches go through the probes still running on the nodes (remote/launch_pro
 as the MPI user, in the non-interactive login environment mpirun's daemons get, with
 the `mpirun` that environment resolves. In up to four rounds:
 
-1. alone: on every node, `mpirun` with 1 rank, then 2, on that node only;
+1. alone: on every node, `mpirun` with 1 rank and with 2, on that node only;
 2. all: from the head (the first node that passed alone), one rank on every node
    that passed alone; when that worked, two ranks on each of the head and the next
    node ("shared": several ranks per node on several nodes is a case of its own, it
@@ -12,6 +12,16 @@ the `mpirun` that environment resolves. In up to four rounds:
 3. pairs, only when (2) failed: from the head, 2 ranks with each of those nodes;
 4. only when every pair from the head failed: the same from a second head, which
    tells a broken head from a fault of every node.
+
+Where every node's Open MPI lets launches share a node (`side_by_side`: 5.0.3 and later),
+a node's 1 and 2 ranks alone run at once, and rounds 1 and 2 run at once: `all` and
+`shared` start with the launches alone, as the rounds would run them if every node
+passes alone (`early_launches`). Once the nodes have launched alone, an early launch
+counts only where it is the very launch round 2 calls for then (`same_launch`: the same
+head, nodes and command); where it is not (a node failed alone, so it is left out) the
+early one is stopped and round 2 runs as before, after round 1: a failure alone still
+explains the launches across nodes. Elsewhere (Open MPI 4) a node runs one launch at a
+time in these rounds, one round after the other.
 
 The inventory's users (doctor's users check) each get one launch of their own: from the
 head, one rank on every node that launched alone, started as she starts it (her login
@@ -31,8 +41,7 @@ import json
 import math
 import shlex
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +109,13 @@ class Launch:
     def started(self) -> list[str]:
         """What the probe runs: argv, or for a user's launch her login running it."""
         return as_user(self.user, self.head, self.argv) if self.user else self.argv
+
+    @property
+    def daemon_hosts(self) -> list[str]:
+        """The nodes whose daemons the probe ends itself if it stops this launch
+        (launch_proof_node.end_daemons): the others than the head; none for a user's
+        launch, whose mpirun runs behind her own ssh."""
+        return [] if self.user else [host for host in self.hosts if host != self.head]
 
     @property
     def reports(self) -> list[dict]:
@@ -205,6 +221,32 @@ class LaunchProof:
         return node in self.alone and all(launch.ok for launch in self.alone[node])
 
 
+def same_launch(wanted: Launch, early: Launch | None) -> bool:
+    """Whether `early`, started before the round that calls for `wanted`, is that very
+    launch: the same round, head, nodes, ranks, command and timeout."""
+
+    def what(launch: Launch) -> tuple:
+        return (launch.round, launch.head, launch.hosts, launch.ranks, launch.argv)
+
+    return early is not None and (what(wanted), wanted.timeout) == (what(early), early.timeout)
+
+
+def mpi4py_expected(facts: list[dict]) -> bool:
+    """Whether the ranks alone will have found mpi4py somewhere, as the nodes' facts say
+    (the stack's Python lists it): what the early launches across nodes are built with."""
+    return any((f.get("versions") or {}).get("mpi4py") for f in facts)
+
+
+@dataclass
+class Order:
+    """Launches sent to one node's probe, its answer not read yet."""
+
+    node: str
+    number: int
+    launches: list[Launch]
+    deadline: float  # time.monotonic() past which no answer is waited for
+
+
 def mpirun_of(facts: dict) -> tuple[str | None, str]:
     """(the mpirun a login resolves, why no launch can run) from a node's probe facts."""
     path = ((facts.get("which") or {}).get("mpirun") or {}).get("path")
@@ -216,6 +258,28 @@ def mpirun_of(facts: dict) -> tuple[str | None, str]:
     if same and identity.get("version_text") and not found.is_open_mpi:
         return None, f"{path} is not Open MPI's mpirun ({mpi_version.mpi_name(identity)})"
     return path, ""
+
+
+#: The first Open MPI whose launches may run side by side on one node: its PRRTE
+#: (3.0.5, bundled from 5.0.3 on) keeps each mpirun's and each daemon's session directory
+#: under a folder of its own (`prterun.HOST.PID.UID`). Before it (ORTE, the 4.x series;
+#: PRRTE up to 3.0.4) every launch of a user on a node keeps it under one folder,
+#: `/tmp/ompi.HOST.UID`, which a launch that ends removes while it looks empty: a launch
+#: starting then fails at once ("A call to mkdir was unable to create the desired
+#: directory", open-mpi/ompi#8510; 2 of 240 `mpirun -np 1 true` run four at a time with
+#: Debian's 4.1.4). Where it fails alone, a node is left out of every launch after.
+SIDE_BY_SIDE = (5, 0, 3)
+
+
+def side_by_side(facts: list[dict]) -> bool:
+    """Whether launches may run at once on one node: every node's Open MPI gives each
+    launch a session directory of its own (not where a node's version is unknown)."""
+    for node in facts:
+        identity = (node.get("versions") or {}).get("mpi") or {}
+        found = mpi_version.parse(identity.get("version_text") or "")
+        if not found.is_open_mpi or found.numbers < SIDE_BY_SIDE:
+            return False
+    return bool(facts)
 
 
 def major_version(facts: dict) -> int:
@@ -275,9 +339,8 @@ def build_argv(
 class Prover:
     """Runs the rounds over the gathered sessions (runner.Gathered)."""
 
-    def __init__(self, found: Any, pool: ThreadPoolExecutor, progress: Progress):
+    def __init__(self, found: Any, progress: Progress):
         self.found = found
-        self.pool = pool
         self.progress = progress
         self.proof = LaunchProof()
         self.hostnames = {}
@@ -296,12 +359,15 @@ class Prover:
         kind: str,
         per_node: int = 1,
         user: str = "",
+        mpi: bool | None = None,
     ):
         # Across nodes, mpi4py is required where some node's ranks had it: a rank
         # without it then fails at once (named), instead of the others waiting for it.
+        # `mpi`: whether they had it, where the launches alone are still running.
         facts = self.found.facts(head) or {}
         mpirun, _ = mpirun_of(facts)
         major = major_version(facts)
+        somewhere = self.mpi_somewhere if mpi is None else mpi
         argv = build_argv(
             mpirun or "mpirun",
             hosts=hosts,
@@ -311,7 +377,7 @@ class Prover:
             root=not user and self.found.sessions[head].ssh.user == "root",
             network_args=mpirun_network_args(self.found.plan.network, major),
             major=major,
-            require_mpi=hosts is not None and self.mpi_somewhere,
+            require_mpi=hosts is not None and somewhere,
             per_node=per_node,
             prefix=self.found.layout.mpi_prefix,
         )
@@ -340,26 +406,74 @@ class Prover:
             proof.alone[name] = [
                 self.launch(name, None, ranks, ALONE_TIMEOUT, "alone") for ranks in (1, 2)
             ]
-        self._round({name: proof.alone[name] for name in ready}, workers=1)
+        # one launch at a time on a node unless its Open MPI allows more (SIDE_BY_SIDE):
+        # then the 1 and 2 ranks alone at once, and round 2 started beside them
+        at_once = side_by_side([self.found.facts(name) or {} for name in ready])
+        alone = self._send({name: proof.alone[name] for name in ready}, workers=2 if at_once else 1)
+        early = self._start_early(ready) if at_once else {}
+        self._receive(alone)
         healthy = [name for name in ready if proof.alone_ok(name)]
-        if len(healthy) >= 2:
-            head, others = healthy[0], healthy[1:]
-            self.progress(f"Launching MPI across {len(healthy)} nodes from {head}")
-            proof.all = self.launch(head, healthy, len(healthy), all_timeout(len(healthy)), "all")
-            self._round({head: [proof.all]}, workers=1)
-            if proof.all.ok:
-                two = [head, others[0]]
-                self.progress(f"Launching MPI with 2 ranks on each of {' and '.join(two)}")
-                proof.shared = self.launch(head, two, 4, PAIR_TIMEOUT, "shared", per_node=2)
-                self._round({head: [proof.shared]}, workers=1)
-            else:
-                self.progress(f"Narrowing it down: {len(others)} pair launch(es) from {head}")
-                pairs = self._pairs(head, others)
-                if len(others) >= 2 and not any(p.ok for p in pairs):
-                    second = others[0]
-                    self.progress(f"Every pair from {head} failed: pairs from {second}")
-                    self._pairs(second, others[1:])
+        if len(healthy) < 2:
+            self._stop(early.values())
+            return proof
+        head, others = healthy[0], healthy[1:]
+        proof.all = self.launch(head, healthy, len(healthy), all_timeout(len(healthy)), "all")
+        self._adopt_or_run(proof.all, early, "all")
+        if proof.all.ok:
+            two = [head, others[0]]
+            proof.shared = self.launch(head, two, 4, PAIR_TIMEOUT, "shared", per_node=2)
+            self._adopt_or_run(proof.shared, early, "shared")
+        else:
+            self._stop(early.values())
+            self.progress(f"Narrowing it down: {len(others)} pair launch(es) from {head}")
+            pairs = self._pairs(head, others)
+            if len(others) >= 2 and not any(p.ok for p in pairs):
+                second = others[0]
+                self.progress(f"Every pair from {head} failed: pairs from {second}")
+                self._pairs(second, others[1:])
         return proof
+
+    def early_launches(self, ready: list[str]) -> dict[str, Launch]:
+        """Round 2 as it runs if every node in `ready` passes alone: `all`, and `shared`
+        (which runs where `all` works), built before the launches alone have ended."""
+        if len(ready) < 2:
+            return {}
+        mpi = mpi4py_expected([self.found.facts(name) or {} for name in ready])
+        head, count = ready[0], len(ready)
+        return {
+            "all": self.launch(head, ready, count, all_timeout(count), "all", mpi=mpi),
+            "shared": self.launch(head, ready[:2], 4, PAIR_TIMEOUT, "shared", per_node=2, mpi=mpi),
+        }
+
+    def _start_early(self, ready: list[str]) -> dict[str, Order]:
+        """The early launches across nodes, each an order of its own (stopped alone)."""
+        started = {}
+        for kind, launch in self.early_launches(ready).items():
+            self._say(launch)
+            for order in self._send({launch.head: [launch]}, workers=1):
+                started[kind] = order
+        return started
+
+    def _adopt_or_run(self, wanted: Launch, early: dict[str, Order], kind: str) -> None:
+        """`wanted` takes the early launch's result where that was the same launch; else
+        the early one is stopped and `wanted` runs now."""
+        order = early.pop(kind, None)
+        if order is not None and same_launch(wanted, order.launches[0]):
+            self._receive([order])
+            _copy_result(order.launches[0], wanted)
+            return
+        if order is not None:
+            self._stop([order])
+        self._say(wanted)
+        self._round({wanted.head: [wanted]}, workers=1)
+
+    def _say(self, launch: Launch) -> None:
+        """The progress line of a launch across nodes, as it starts."""
+        if launch.round == "all":
+            self.progress(f"Launching MPI across {len(launch.hosts)} nodes from {launch.head}")
+        else:
+            where = " and ".join(launch.hosts)
+            self.progress(f"Launching MPI with 2 ranks on each of {where}")
 
     def users(self, names: list[str], proof: LaunchProof | None) -> dict[str, Launch]:
         """One launch per user from the head, one rank on every node that can launch
@@ -401,41 +515,74 @@ class Prover:
         return launches
 
     def _round(self, orders: dict[str, list[Launch]], workers: int) -> None:
+        self._receive(self._send(orders, workers))
+
+    def _send(self, orders: dict[str, list[Launch]], workers: int) -> list[Order]:
+        """Each node's launches sent to its probe, all nodes at once (`workers` of one
+        node's at a time there); a node whose probe is lost gets the error."""
         from mpicluster.doctor.session import ProbeError
 
-        def one(name: str) -> None:
-            launches = orders[name]
+        sent = []
+        for name, launches in orders.items():
             items = [
-                {"id": i, "argv": launch.started, "timeout": launch.timeout}
+                {
+                    "id": i,
+                    "argv": launch.started,
+                    "timeout": launch.timeout,
+                    "hosts": launch.daemon_hosts,
+                }
                 for i, launch in enumerate(launches)
             ]
             rounds = math.ceil(len(items) / workers)
             seconds = rounds * (max(launch.timeout for launch in launches) + 10) + 10
-            session = self.found.sessions[name]
+            order = {"launch": {"items": items, "workers": workers, "budget": seconds}}
             try:
-                session.send({"launch": {"items": items, "workers": workers, "budget": seconds}})
-                answer = session.receive(time.monotonic() + seconds + 15)
-                if answer.get("kind") != "launched":
-                    raise ProbeError(f"unexpected answer {answer.get('kind')!r}")
+                number = self.found.sessions[name].request(order)
             except ProbeError as exc:
                 for launch in launches:
                     launch.error = str(exc)
-                return
+                continue
+            sent.append(Order(name, number, launches, time.monotonic() + seconds + 15))
+        return sent
+
+    def _receive(self, orders: list[Order]) -> None:
+        """Each order's results into its launches, as its node answers."""
+        from mpicluster.doctor.session import ProbeError
+
+        for order in orders:
+            session = self.found.sessions[order.node]
+            try:
+                answer = session.answer("launched", order.deadline, order.number)
+            except ProbeError as exc:
+                for launch in order.launches:
+                    launch.error = str(exc)
+                continue
             done = set()
             for result in answer.get("results", []):
-                launch = launches[result["id"]]
+                launch = order.launches[result["id"]]
                 launch.rc, launch.hung = result["rc"], result["hung"]
                 launch.seconds, launch.output = result["seconds"], result["output"]
                 done.add(result["id"])
-            for i, launch in enumerate(launches):
+            for i, launch in enumerate(order.launches):
                 if i not in done:
                     launch.error = "not started before the probe's deadline"
 
-        list(self.pool.map(one, list(orders)))
+    def _stop(self, orders: Iterable[Order]) -> None:
+        """Stop early launches no round calls for, and wait until they are gone: what
+        they leave behind must not be what a later launch is blamed for."""
+        orders = list(orders)
+        for order in orders:
+            self.found.sessions[order.node].cancel(order.number)
+        self._receive(orders)
 
 
-def prove(found: Any, pool: ThreadPoolExecutor, progress: Progress) -> LaunchProof:
-    return Prover(found, pool, progress).run()
+def _copy_result(source: Launch, target: Launch) -> None:
+    target.rc, target.hung, target.seconds = source.rc, source.hung, source.seconds
+    target.output, target.error = source.output, source.error
+
+
+def prove(found: Any, progress: Progress) -> LaunchProof:
+    return Prover(found, progress).run()
 
 
 def user_timeout(nodes: int) -> float:
@@ -448,8 +595,6 @@ def users_budget(users: int, nodes: int) -> float:
     return math.ceil(users / USER_WORKERS) * (user_timeout(nodes) + 10) + 15
 
 
-def prove_users(
-    found: Any, names: list[str], pool: ThreadPoolExecutor, progress: Progress
-) -> dict[str, Launch]:
+def prove_users(found: Any, names: list[str], progress: Progress) -> dict[str, Launch]:
     """Each user's own launch (Prover.users), after the proof by launch if it ran."""
-    return Prover(found, pool, progress).users(names, found.launch)
+    return Prover(found, progress).users(names, found.launch)

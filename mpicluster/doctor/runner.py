@@ -1,13 +1,20 @@
 """Gather everything doctor needs from the nodes, in as few round trips as possible.
 
 1. Connect to every node (one persistent connection each, a bounded pool) and start
-   the probe, which answers with its facts and the port of a TCP listener.
+   the probe on each as soon as its connection is up; it answers with its facts and
+   the port of a TCP listener, and reads its slowest facts (the stack's files, a
+   rank's login) meanwhile: they come later, in a message of their own.
 2. Send every probe the list of its peers: each answers with its clock at once, then
    with TCP connects to its peers' listeners and `ssh peer true` to each of them.
-3. Close everything; the checks then judge the gathered evidence without I/O.
+   The proof by launch (launch_proof.py) starts at the same time, in a thread of its
+   own: its launches run while the pairs are tried. Each session's reader files the
+   answers, so one conversation carries both.
+3. Wait for the slowest facts, close everything; the checks then judge the gathered
+   evidence without I/O.
 
 A node that does not answer costs one timeout: it is left out of the peer lists of
-the others, and its checks list it as not checked.
+the others, and its checks list it as not checked. Nothing is kept from one run to
+the next.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ import contextlib
 import secrets
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mpicluster.cluster import layout, mpi_settings
 from mpicluster.cluster.layout import Layout
@@ -27,7 +35,9 @@ from mpicluster.doctor import launch_proof
 from mpicluster.doctor.launch_proof import Launch, LaunchProof
 from mpicluster.doctor.session import NETWORK, PROBE_FAILED, NodeSession, ProbeError, sessions_for
 from mpicluster.nodes import pairs as pair_plan
-from mpicluster.slurm import SlurmFacts, gather_facts
+
+if TYPE_CHECKING:
+    from mpicluster.slurm import SlurmFacts
 
 Progress = Callable[[str], None]
 
@@ -186,28 +196,77 @@ def gather(plan: ClusterPlan, options: Options, progress: Progress) -> Gathered:
     users = [user.name for user in plan.users] if options.needs_users else []
     if users:
         deadline += launch_proof.users_budget(len(users), len(names))
-    workers = max(1, min(options.workers, len(names)))
+    # one thread per node to connect, and two beside: the proof by launch and Slurm's facts
+    pool = ThreadPoolExecutor(max_workers=max(2, min(options.workers, len(names))))
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            progress(f"Connecting to {len(names)} node(s)")
-            specs = {name: _spec(plan, name, token, deadline, options) for name in names}
-            list(pool.map(lambda s: _open(s, specs[s.name], options), sessions.values()))
-            if options.needs_probe and options.needs_exchange:
-                progress("Checking node pairs: clocks, TCP ports, ssh mesh")
-                _exchange(found, pool, pairs_budget)
-            if options.needs_probe and options.needs_launch:
-                found.launch = launch_proof.prove(found, pool, progress)
-            if options.needs_probe and users:
-                found.users_launched = launch_proof.prove_users(found, users, pool, progress)
-            if options.needs_slurm and plan.scheduler is not None:
-                progress("Checking Slurm: daemons, munge, slurm.conf, node states, a PMIx launch")
-                found.slurm = gather_facts(plan)
+        progress(f"Connecting to {len(names)} node(s)")
+        specs = {name: _spec(plan, name, token, deadline, options) for name in names}
+        later = dict(pool.map(lambda s: _open(s, specs[s.name], options), sessions.values()))
+        slurm = _slurm_facts(found, pool, progress)
+        if options.needs_probe:
+            _exchange_and_prove(found, pool, pairs_budget, progress)
+        if options.needs_probe and users:
+            found.users_launched = launch_proof.prove_users(found, users, progress)
+        _later_facts(found, later)
+        if slurm is not None:
+            found.slurm = slurm.result()
     finally:
+        # closed first: whatever a thread still waits for (Ctrl-C) then ends at once
         for session in sessions.values():
             with contextlib.suppress(ProbeError):
                 session.send(None)
             session.close()
+        pool.shutdown(wait=True)
     return found
+
+
+def _slurm_facts(found: Gathered, pool: ThreadPoolExecutor, progress: Progress) -> Future | None:
+    """Slurm's facts (its own connections), gathered beside the rest; None: not wanted."""
+    if not found.options.needs_slurm or found.plan.scheduler is None:
+        return None
+    from mpicluster.slurm import gather_facts
+
+    progress("Checking Slurm: daemons, munge, slurm.conf, node states, a PMIx launch")
+    return pool.submit(gather_facts, found.plan)
+
+
+def _exchange_and_prove(
+    found: Gathered, pool: ThreadPoolExecutor, budget: float, progress: Progress
+) -> None:
+    """The pairs and the proof by launch, at once: the launches start once every probe
+    has its peers (and has said its clock, which nothing then delays)."""
+    options = found.options
+    messages = _peer_messages(found, budget) if options.needs_exchange else {}
+    if messages:
+        progress("Checking node pairs: clocks, TCP ports, ssh mesh")
+    pending = _start_pairs(found, messages)
+    proving = pool.submit(launch_proof.prove, found, progress) if options.needs_launch else None
+    if pending:
+        _finish_pairs(found, messages, pending, budget)
+    if proving is None:
+        return
+    found.launch = proving.result()
+    lost = [name for name in found.launch.alone if name in found.exchange_errors]
+    if lost:  # a probe lost during the pairs is no node to launch on: as if known before
+        found.launch = launch_proof.prove(found, progress)
+
+
+def _later_facts(found: Gathered, deadlines: dict[str, float]) -> None:
+    """Each probe's slowest facts into its facts; a probe that does not send them is a
+    probe that failed (its node not checked), as one that sends no facts at all."""
+    for name in found.probed:
+        session = found.sessions[name]
+        try:
+            message = session.answer("later facts", deadlines[name])
+        except ProbeError as exc:
+            session.facts = None
+            session.error, session.error_kind = str(exc), PROBE_FAILED
+            continue
+        session.facts = {**(session.facts or {}), **_without_kind(message)}
+
+
+def _without_kind(message: dict) -> dict:
+    return {key: value for key, value in message.items() if key != "kind"}
 
 
 def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Options) -> dict:
@@ -223,6 +282,8 @@ def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Op
         "mpi_variables": sorted({*mpi_settings.VARIABLES, *plan.mpi_env}),
         "stack_files": options.needs_stack_files,
         "rank_env": options.needs_rank_env,
+        # the slowest facts in a message of their own: the pairs and launches go on
+        "later": True,
         # the inventory's users, whose accounts the probe reads (none: nothing read)
         "users": [user.name for user in plan.users] if options.needs_users else [],
         "deep": options.deep,
@@ -234,24 +295,45 @@ def _spec(plan: ClusterPlan, name: str, token: str, deadline: float, options: Op
     }
 
 
-def _open(session: NodeSession, spec: dict, options: Options) -> None:
+def _open(session: NodeSession, spec: dict, options: Options) -> tuple[str, float]:
+    """Connect, start the probe, read its facts; (name, the deadline of its later facts)."""
     session.open(options.timeout)
+    deadline = time.monotonic() + options.timeout + options.gather_seconds
     if not session.connected or not options.needs_probe:
-        return
+        return session.name, deadline
     try:
         session.start_probe(spec, options.timeout)
-        message = session.receive(time.monotonic() + options.timeout + options.gather_seconds)
-        if message.get("kind") != "facts":
-            raise ProbeError(f"unexpected first answer {message.get('kind')!r}")
-        session.facts = message
+        session.facts = session.answer("facts", deadline)
     except ProbeError as exc:
         session.error, session.error_kind = str(exc), PROBE_FAILED
+    return session.name, deadline
 
 
-def _exchange(found: Gathered, pool: ThreadPoolExecutor, budget: float) -> None:
-    messages = _peer_messages(found, budget)
-    list(pool.map(lambda source: _start(found, source, messages[source]), list(messages)))
-    list(pool.map(lambda source: _finish(found, source, budget), list(messages)))
+def _start_pairs(found: Gathered, messages: dict[str, dict]) -> dict[str, int]:
+    """Send every probe its peers, all at once; each one's clock, its first answer, gives
+    the node's skew. {node: the number of its request}, whose pairs come later."""
+    sent: dict[str, tuple[int, float]] = {}
+    for source, message in messages.items():
+        try:
+            sent[source] = (found.sessions[source].request(message), time.time())
+        except ProbeError as exc:
+            found.exchange_errors[source] = str(exc)
+    deadline = time.monotonic() + min(10, found.options.timeout + 5)
+    for source, (number, when) in sent.items():
+        try:
+            clock, back = found.sessions[source].answer_at("clock", deadline, number)
+            found.clocks[source] = Clock(clock["time"] - (when + back) / 2, (back - when) / 2)
+        except (ProbeError, KeyError, TypeError) as exc:
+            found.exchange_errors[source] = str(exc)
+    return {source: number for source, (number, _) in sent.items()}
+
+
+def _finish_pairs(
+    found: Gathered, messages: dict[str, dict], pending: dict[str, int], budget: float
+) -> None:
+    deadline = time.monotonic() + budget + 15
+    for source, number in pending.items():
+        _record_pairs(found, source, number, deadline)
 
     # A pair that failed on its own (no pattern blames one node) on the network level
     # gets a second try, now that every node is done: a lossy moment, or a node busy
@@ -261,8 +343,15 @@ def _exchange(found: Gathered, pool: ThreadPoolExecutor, budget: float) -> None:
         source: _retry_message(messages[source]["peers"], ssh_targets, tcp_names)
         for source, (ssh_targets, tcp_names) in retry_plan(found).items()
     }
-    if retries:
-        list(pool.map(lambda source: _retry(found, source, retries[source], budget), list(retries)))
+    again: dict[str, int] = {}
+    for source, message in retries.items():
+        try:
+            again[source] = found.sessions[source].request(message)
+        except ProbeError as exc:
+            found.exchange_errors[source] = str(exc)
+    deadline = time.monotonic() + budget + 15
+    for source, number in again.items():
+        _record_pairs(found, source, number, deadline, "retried")
 
 
 def _peer_messages(found: Gathered, budget: float) -> dict[str, dict]:
@@ -305,27 +394,14 @@ def _tcp_targets(found: Gathered, source: str) -> list[dict]:
     return targets
 
 
-def _start(found: Gathered, source: str, message: dict) -> None:
-    """Send `source` its peers; its first answer, its clock, gives the node's skew."""
-    session = found.sessions[source]
-    try:
-        sent = time.time()
-        session.send(message)
-        clock = session.receive(time.monotonic() + min(10, found.options.timeout + 5))
-        back = time.time()
-        found.clocks[source] = Clock(clock["time"] - (sent + back) / 2, (back - sent) / 2)
-    except (ProbeError, KeyError, TypeError) as exc:
-        found.exchange_errors[source] = str(exc)
-
-
-def _finish(found: Gathered, source: str, budget: float, kind: str = "pairs") -> None:
+def _record_pairs(
+    found: Gathered, source: str, number: int, deadline: float, kind: str = "pairs"
+) -> None:
     """Receive `source`'s pair results (ssh, TCP, and the pairs it ran out of time for)."""
     if source in found.exchange_errors:
         return
     try:
-        result = found.sessions[source].receive(time.monotonic() + budget + 15)
-        if result.get("kind") != kind:
-            raise ProbeError(f"unexpected answer {result.get('kind')!r}")
+        result = found.sessions[source].answer(kind, deadline, number)
     except ProbeError as exc:
         found.exchange_errors[source] = str(exc)
         return
@@ -350,15 +426,6 @@ def _retry_message(peers: dict, ssh_targets: list[str], tcp_names: set[str]) -> 
             "tcp_workers": RETRY_WORKERS,
         }
     }
-
-
-def _retry(found: Gathered, source: str, message: dict, budget: float) -> None:
-    try:
-        found.sessions[source].send(message)
-    except ProbeError as exc:
-        found.exchange_errors[source] = str(exc)
-        return
-    _finish(found, source, budget, "retried")
 
 
 def _record(pairs: dict, key: tuple[str, str], item: dict) -> None:

@@ -3,16 +3,22 @@
 The connection is a fabric Connection from mpicluster.nodes.transport.connect (host keys
 always checked, the inventory's identity, no ~/.ssh/config); the probe runs on a raw
 channel of its transport. The probe is started with a one-line bootstrap that reads
-the script from stdin, so stdin stays open to exchange JSON lines with it. Every read
-has a deadline: a silent node costs one timeout.
+the script from stdin, so stdin stays open to exchange JSON lines with it.
+
+Several requests may be out at once (the pairs and the launches): each carries an id
+(`request`), and one reader thread per session files every message as it comes, where
+the thread waiting for it finds it (`answer`). Every wait has a deadline: a silent node
+costs one timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import shlex
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -42,6 +48,10 @@ class ProbeError(Exception):
 NETWORK, SSH, PROBE_FAILED = "network", "ssh", "probe"
 #: Lines a login may print before the probe's first message.
 BANNER_LINES = 20
+#: The kinds of answer a request gets (the pairs' request: its clock, then its pairs).
+ANSWERS = ("clock", "pairs", "retried", "launched")
+#: What the probe sends unasked: its facts, then (spec "later") its slowest facts.
+UNASKED = ("facts", "later facts")
 
 
 @dataclass
@@ -62,6 +72,13 @@ class NodeSession:
     #: echo): rsync and scp/sftp break on such logins, doctor reads past it.
     banner: list[str] = field(default_factory=list)
     _buffer: bytes = b""
+    #: Messages read (with when) and not taken by `answer` yet; why the conversation ended.
+    _inbox: list[tuple[dict, float]] = field(default_factory=list)
+    _ended: str | None = None
+    _reader: threading.Thread | None = None
+    _arrived: threading.Condition = field(default_factory=threading.Condition)
+    _sending: threading.Lock = field(default_factory=threading.Lock)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     @property
     def name(self) -> str:
@@ -93,6 +110,7 @@ class NodeSession:
             self.host_key = f"{key.get_name()} {transport.fingerprint(key)}"
 
     def start_probe(self, spec: dict, timeout: float) -> None:
+        """Start the probe with its spec (its messages are read once one is waited for)."""
         script = probe_script()
         command = " ".join(
             shlex.quote(a) for a in (remote.PYTHON, "-c", BOOTSTRAP, str(len(script)))
@@ -103,53 +121,114 @@ class NodeSession:
         try:
             channel = link.open_session(timeout=timeout)
             channel.exec_command(command)
-            channel.sendall(script + json.dumps({"spec": spec}).encode() + b"\n")
         except (paramiko.SSHException, OSError) as exc:
             raise ProbeError(f"could not start the probe: {exc}") from None
         self.channel = channel
+        try:
+            channel.sendall(script + json.dumps({"spec": spec}).encode() + b"\n")
+        except (paramiko.SSHException, OSError) as exc:
+            # A command that ended before it read the whole probe (a nologin shell prints
+            # why and exits at once) closes the channel under the send: what it printed
+            # and its exit status, read as any probe's death, say why, not the send.
+            if not channel.eof_received:
+                raise ProbeError(f"could not start the probe: {exc}") from None
 
     def send(self, message: dict | None) -> None:
         """Send one message; None ends the conversation (end of input)."""
         if self.channel is None:
             return
         try:
-            if message is None:
-                self.channel.shutdown_write()
-            else:
-                self.channel.sendall(json.dumps(message).encode() + b"\n")
+            with self._sending:  # one message's bytes never mix with another's
+                if message is None:
+                    self.channel.shutdown_write()
+                else:
+                    self.channel.sendall(json.dumps(message).encode() + b"\n")
         except (paramiko.SSHException, OSError) as exc:
             raise ProbeError(f"the probe stopped listening: {exc}") from None
 
-    def receive(self, deadline: float) -> dict:
-        """The next message from the probe; ProbeError past `deadline` (monotonic)."""
+    def request(self, message: dict) -> int:
+        """Send a request under a new id (its answers carry it); ProbeError if it cannot."""
         if self.channel is None:
             raise ProbeError("the probe is not running")
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ProbeError("the probe did not answer in time")
-            self.channel.settimeout(remaining)
+        number = next(self._ids)
+        self.send({**message, "id": number})
+        return number
+
+    def cancel(self, number: int) -> None:
+        """Ask the probe to stop request `number`'s launches (its answer still comes)."""
+        with contextlib.suppress(ProbeError):
+            self.send({"cancel": number})
+
+    def answer(self, kind: str, deadline: float, number: int | None = None) -> dict:
+        """The message of `kind` (the answer to request `number`, or one the probe sends
+        unasked when None), as soon as it came; ProbeError past `deadline` (monotonic)
+        or once the conversation ended without it."""
+        return self.answer_at(kind, deadline, number)[0]
+
+    def answer_at(
+        self, kind: str, deadline: float, number: int | None = None
+    ) -> tuple[dict, float]:
+        """`answer`, and when it arrived (time.time(): a clock's round trip ends there)."""
+        if self.channel is None:
+            raise ProbeError("the probe is not running")
+        with self._arrived:
+            if self._reader is None:  # the first wait starts the reader thread
+                self._reader = threading.Thread(target=self._read, daemon=True)
+                self._reader.start()
+            while True:
+                for entry in self._inbox:
+                    message = entry[0]
+                    if message.get("kind") == kind and message.get("id") == number:
+                        self._inbox.remove(entry)
+                        return entry
+                if self._ended is not None:
+                    raise ProbeError(self._ended)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ProbeError("the probe did not answer in time")
+                self._arrived.wait(remaining)
+
+    def _read(self) -> None:
+        """The reader thread: every message into the inbox, until the conversation ends."""
+        channel = self.channel
+        assert channel is not None  # noqa: S101 (started by start_probe)
+        channel.settimeout(None)
+        while True:
             try:
-                chunk = self.channel.recv(65536)
-            except TimeoutError:
-                raise ProbeError("the probe did not answer in time") from None
-            except (paramiko.SSHException, OSError) as exc:
-                raise ProbeError(f"the connection broke: {exc}") from None
-            if not chunk:
-                raise ProbeError(self._death())
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError:
-            message = None
-        if not isinstance(message, dict):
+                message = self._next_message(channel)
+                if message.get("kind") not in (*ANSWERS, *UNASKED):
+                    raise ProbeError(f"unexpected answer {message.get('kind')!r}")
+            except ProbeError as exc:
+                with self._arrived:
+                    self._ended = str(exc)
+                    self._arrived.notify_all()
+                return
+            with self._arrived:
+                self.messages.append(message)
+                self._inbox.append((message, time.time()))
+                self._arrived.notify_all()
+
+    def _next_message(self, channel: paramiko.Channel) -> dict:
+        """The next JSON object the probe prints (a login's banner lines kept aside)."""
+        while True:
+            while b"\n" not in self._buffer:
+                try:
+                    chunk = channel.recv(65536)
+                except (paramiko.SSHException, OSError) as exc:
+                    raise ProbeError(f"the connection broke: {exc}") from None
+                if not chunk:
+                    raise ProbeError(self._death())
+                self._buffer += chunk
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                message = None
+            if isinstance(message, dict):
+                return message
             if self.messages or len(self.banner) >= BANNER_LINES:
                 raise ProbeError(f"the probe printed {line[:120]!r}")
             self.banner.append(line.decode("utf-8", "replace").strip()[:200])
-            return self.receive(deadline)
-        self.messages.append(message)
-        return message
 
     def _death(self) -> str:
         channel = self.channel

@@ -28,6 +28,11 @@ class MpiVersion:
         return int(match.group()) if match else None
 
     @property
+    def numbers(self) -> tuple[int, ...]:
+        """The version's first three numbers, to compare releases: (5, 0, 7); () unknown."""
+        return tuple(int(n) for n in re.findall(r"\d+", self.version)[:3])
+
+    @property
     def name(self) -> str:
         """ "Open MPI 4.1.4", "MPICH 4.0.2 (Hydra)", "Intel MPI 2021.10", or
         "unknown MPI (its first line)"."""

@@ -15,14 +15,23 @@ the conversation, one JSON object per line each way:
     node -> control   {"kind": "retried", ...} that failed alone, once all nodes are done
     control -> node   {"launch": {...}}        (optional, repeated) mpirun launches of
     node -> control   {"kind": "launched", ...} the proof by launch (launch_proof_node.py)
+    control -> node   {"cancel": ID}           (optional) stop the launches of order ID
     control -> node   end of input             the listener closes, the probe exits
 
+Requests run at once, each in a thread of its own (the launches while the pairs are
+tried), and a request with an "id" has it in each of its answers. The slowest facts (the
+stack's files against its manifest, a rank's login environment: `slow_facts`) are read
+beside the others from the start; where the spec asks ("later": true) they come in a
+message of their own, {"kind": "later facts", ...}, so that nothing waits for them.
+
 It changes nothing on the node (its launches run MPI programs that print and exit). A
-watchdog ends it whatever happens, so a lost control connection leaves nothing running.
+watchdog ends it whatever happens, so a lost control connection leaves nothing running;
+at the end of input it stops every launch still running.
 Its facts are nodeinfo's (what `up` plans builds from), extended with what the checks
 judge.
 """
 
+import contextlib
 import errno
 import glob
 import hashlib
@@ -31,11 +40,13 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import stat
 import sys
 import threading
 import time
+import traceback
 
 import accessfacts
 import fabricfacts
@@ -43,10 +54,12 @@ import gpuhealth
 import loginlimits
 import nodedisk
 import rankenv
-from launch_proof_node import launch
+from launch_proof_node import Launches, launch
 from nodeinfo import first_existing, node_facts, read_text, run, ssh_dropped, stack_files
 
 OUT = threading.Lock()
+#: How much nicer than the probe the slowest facts' process runs (os.nice).
+NICER = 5
 #: Read from a login's environment, besides the MPI settings the spec names.
 ENV_KEYS = ["PATH", "LD_LIBRARY_PATH", "TMPDIR", "HOME", "USER"]
 METADATA = re.compile(r"([A-Za-z0-9_.]+?)-([0-9][^-]*?)(?:-py[0-9.]+)?\.(dist|egg)-info$")
@@ -322,6 +335,21 @@ def _user_name(uid):
         return None
 
 
+def slow_facts(spec):
+    """The facts that take longest: the stack's files against its manifest (a stat of
+    every file, the sha256 of those a launch loads) and what a rank's login resolves."""
+    layout = spec["layout"]
+    rank = rankenv.variables(os.environ) if spec.get("rank_env") else {}
+    return {
+        "stack_files": stack_files(layout["prefix"], deep=bool(spec.get("deep")))
+        if layout.get("install") == "source" and spec.get("stack_files")
+        else None,
+        "rank_env": rankenv.rank_environment(rank, layout["current"])
+        if spec.get("rank_env")
+        else None,
+    }
+
+
 def gather(spec):
     layout = spec["layout"]
     hostname = socket.gethostname()
@@ -363,12 +391,6 @@ def gather(spec):
             "interfaces": interfaces(),
             "fabric": fabricfacts.fabric(layout["mpi_bin"], os.environ),
             "gpu_health": gpuhealth.health() if (facts.get("gpus") or {}).get("ok") else None,
-            "stack_files": stack_files(layout["prefix"], deep=bool(spec.get("deep")))
-            if layout.get("install") == "source" and spec.get("stack_files")
-            else None,
-            "rank_env": rankenv.rank_environment(rank, layout["current"])
-            if spec.get("rank_env")
-            else None,
             "neighbour": neighbour_limits(),
             "users": user_accounts(spec["users"]) if spec.get("users") else None,
             "disk": nodedisk.disk(disk_paths),
@@ -552,6 +574,63 @@ def background(function):
     return wait
 
 
+def fatal(function):
+    """function, whose exception ends the probe as one in its main thread would (the
+    traceback on stderr, exit 1): the control machine reads it as the probe's end."""
+
+    def run_it(*args):
+        try:
+            function(*args)
+        except BaseException:  # any error ends the probe, said on stderr
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+
+    return run_it
+
+
+class Forked:
+    """function() begun in a child process, at a lower priority: it runs beside this one
+    on another core where there is one, and yields where there is not (the facts and
+    answers the others wait for come first). Forked before any thread starts (main)."""
+
+    def __init__(self, function):
+        reading, writing = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(reading)
+            quiet = os.open(os.devnull, os.O_RDWR)  # the conversation is the parent's alone
+            for fd in (0, 1, 2):
+                os.dup2(quiet, fd)
+            try:
+                os.nice(NICER)
+                data = json.dumps({"value": function()})
+            except BaseException:  # its error, for the parent to raise
+                data = json.dumps({"error": traceback.format_exc()})
+            with os.fdopen(writing, "w") as out:
+                out.write(data)
+            os._exit(0)
+        os.close(writing)
+        self.reading = reading
+
+    def wait(self):
+        """Its result, once it is done; raises with the child's error."""
+        with os.fdopen(self.reading) as source:
+            data = source.read()
+        os.waitpid(self.pid, 0)
+        self.pid = None
+        result = json.loads(data) if data else {"error": "the child ended without its facts"}
+        if "error" in result:
+            raise RuntimeError("the slowest facts: " + result["error"].strip())
+        return result["value"]
+
+    def stop(self):
+        """End it if it still runs (the conversation is over)."""
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
 def pairs(message, listener_token):
     budget = message["budget"]
     deadline = time.time() + budget
@@ -592,8 +671,30 @@ def zip_lists(keys, values):
     return [(keys[i], values[i]) for i in range(len(keys))]
 
 
+def answer(message, token, launches):
+    """One request's answers (the "id" it came with in each of them)."""
+    tag = {"id": message["id"]} if "id" in message else {}
+    if "peers" in message:
+        send(dict({"kind": "clock", "time": time.time()}, **tag))
+        send(dict(pairs(message["peers"], token), **tag))
+    elif "retry" in message:
+        result = pairs(message["retry"], token)
+        result["kind"] = "retried"
+        send(dict(result, **tag))
+    elif "launch" in message:
+        order = message["launch"]
+        deadline = time.time() + order["budget"]
+
+        def one(item):
+            return launch(item, launches, message.get("id"))
+
+        results = run_pool(one, order["items"], order["workers"], deadline)
+        send(dict({"kind": "launched", "results": [r for r in results if r is not None]}, **tag))
+
+
 def main():
     spec = receive()["spec"]
+    slow = Forked(lambda: slow_facts(spec))  # first: a fork leaves other threads behind
     watchdog = threading.Timer(spec["deadline"], lambda: os._exit(3))
     watchdog.daemon = True
     watchdog.start()
@@ -602,24 +703,28 @@ def main():
     facts["kind"] = "facts"
     facts["port"] = listener.port if listener else None
     facts["time"] = time.time()
-    send(facts)
+    if spec.get("later"):
+        send(facts)
+        later = fatal(lambda: send(dict(slow.wait(), kind="later facts")))
+        threading.Thread(target=later, daemon=True).start()
+    else:
+        facts.update(slow.wait())
+        send(facts)
     # The listener stays up until control has every node's results; meanwhile control
-    # may ask for a second try of pairs that failed on their own, then for launches.
+    # asks for the pairs, a second try of those that failed on their own, and launches.
+    launches = Launches()
     message = receive()
     while message is not None:
-        if "peers" in message:
-            send({"kind": "clock", "time": time.time()})
-            send(pairs(message["peers"], spec["token"]))
-        elif "retry" in message:
-            result = pairs(message["retry"], spec["token"])
-            result["kind"] = "retried"
-            send(result)
-        elif "launch" in message:
-            order = message["launch"]
-            deadline = time.time() + order["budget"]
-            results = run_pool(launch, order["items"], order["workers"], deadline)
-            send({"kind": "launched", "results": [r for r in results if r is not None]})
+        if "cancel" in message:
+            launches.cancel(message["cancel"])
+        else:
+            handler = fatal(answer)
+            thread = threading.Thread(target=handler, args=(message, spec["token"], launches))
+            thread.daemon = True
+            thread.start()
         message = receive()
+    launches.stop_all()
+    slow.stop()
     sys.stdout.flush()
     os._exit(0)
 

@@ -1,4 +1,4 @@
-"""The proof by launch's judgement, from recorded launches (pure logic: no nodes).
+"""The proof by launch's judgement and schedule, from recorded launches (pure logic: no nodes).
 
 Where a launch failed, the result must sit on the node (or pair) the rounds point at,
 and explain from what was seen: mpirun's own words, what the other checks found on
@@ -12,15 +12,22 @@ import json
 from mpicluster.doctor.checks import launch as launch_check
 from mpicluster.doctor.launch_proof import (
     MARK,
+    PAIR_TIMEOUT,
     Launch,
     LaunchProof,
+    Prover,
+    all_timeout,
     build_argv,
     major_version,
+    mpi4py_expected,
     mpirun_of,
+    same_launch,
+    side_by_side,
 )
 from mpicluster.doctor.model import Status
 from mpicluster.doctor.runner import Options
 from tests.unit.test_doctor_checks import MPICH, gathered, node_facts
+from tests.unit.test_mpi_version import OPEN_MPI_4, OPEN_MPI_5
 
 NODES = ["node1", "node2", "node3"]
 
@@ -309,3 +316,152 @@ def test_a_slow_launch_across_nodes_points_at_bench():
     assert "mpicluster doctor --perf" in slow.fix and "mpicluster bench" in slow.fix
     whole.seconds = 6.0  # under SLOW_LAUNCH: mpirun's own start
     assert judge(LaunchProof(alone=healthy_alone(), all=whole)).status == Status.PASS
+
+
+# --- the schedule: round 2 started with round 1, kept only where it is what round 2 is
+
+
+def prover_after(alone: dict[str, list[Launch]], tweak=None) -> Prover:
+    """A Prover over gathered facts, round 1 done with these results."""
+    prover = Prover(gathered(tweak=tweak), lambda message: None)
+    prover.proof.alone = alone
+    return prover
+
+
+def round_two(prover: Prover, healthy: list[str]) -> tuple[Launch, Launch]:
+    """What round 2 calls for once round 1 is in (as Prover.run builds it)."""
+    head, count = healthy[0], len(healthy)
+    everyone = prover.launch(head, healthy, count, all_timeout(count), "all")
+    shared = prover.launch(head, healthy[:2], 4, PAIR_TIMEOUT, "shared", per_node=2)
+    return everyone, shared
+
+
+def test_the_early_launches_are_round_two_when_every_node_passes_alone():
+    prover = prover_after(healthy_alone())
+    early = prover.early_launches(NODES)
+    everyone, shared = round_two(prover, NODES)
+    assert same_launch(everyone, early["all"]) and same_launch(shared, early["shared"])
+    assert early["all"].hosts == NODES and early["shared"].hosts == ["node1", "node2"]
+    assert early["all"].argv[-1] == "mpi"  # mpi4py required: the ranks alone had it
+
+
+def test_a_node_failing_alone_makes_the_early_launch_across_all_another_launch():
+    alone = healthy_alone()
+    alone["node3"][1] = launch("alone", "node3", ["node3"], ranks=2, rc=1)
+    prover = prover_after(alone)
+    early = prover.early_launches(NODES)
+    everyone, shared = round_two(prover, ["node1", "node2"])
+    assert not same_launch(everyone, early["all"])  # stopped; round 2 runs without node3
+    assert same_launch(shared, early["shared"])  # node1 and node2 either way
+
+
+def test_mpi4py_found_otherwise_than_the_facts_said_makes_every_early_launch_another():
+    """The facts list no mpi4py (the early launches do not require it), yet the ranks
+    alone ran it: round 2 requires it, so neither early launch is round 2's."""
+
+    def without_mpi4py(facts):
+        for node in facts.values():
+            node["versions"]["mpi4py"] = None
+
+    prover = prover_after(healthy_alone(), tweak=without_mpi4py)
+    early = prover.early_launches(NODES)
+    everyone, shared = round_two(prover, NODES)
+    assert not same_launch(everyone, early["all"])
+    assert not same_launch(shared, early["shared"])
+
+
+def test_expected_mpi4py_and_a_missing_early_launch():
+    assert mpi4py_expected([{"versions": {"mpi4py": None}}, {"versions": {"mpi4py": "4.0.3"}}])
+    assert not mpi4py_expected([{"versions": {"mpi4py": None}}, {}])
+    assert not same_launch(launch("all", "node1", NODES), None)
+    assert Prover(gathered(), lambda message: None).early_launches(["node1"]) == {}
+
+
+# --- how many launches one node runs at once: Open MPI 4 shares one session directory
+
+
+class Probes:
+    """The nodes' probes as the Prover sees them: each launch order answered with every
+    rank started and the exact sum; counts the launches each node may be running at once
+    (an order from its request until its answer is taken, `workers` of its launches at a
+    time, each on its head and on every node it gives ranks)."""
+
+    def __init__(self, g):
+        self.items: dict[tuple[str, int], list[dict]] = {}  # every order sent
+        self.orders: dict[tuple[str, int], dict[str, int]] = {}  # those not answered yet
+        self.most = dict.fromkeys(NODES, 0)
+        for name, session in g.sessions.items():
+            session.request = lambda message, name=name: self.request(name, message)
+            session.answer = lambda kind, deadline, number, name=name: self.answer(name, number)
+            session.cancel = lambda number: None
+
+    @staticmethod
+    def ranks_on(head: str, argv: list[str]) -> list[str]:
+        placement = argv[argv.index("--host") + 1]
+        hosts = [part.rsplit(":", 1) for part in placement.split(",")]
+        return [head if host == "localhost" else host for host, n in hosts for _ in range(int(n))]
+
+    def request(self, head: str, message: dict) -> int:
+        number = len(self.items) + 1
+        items, workers = message["launch"]["items"], message["launch"]["workers"]
+        load = {}
+        for node in NODES:
+            touching = [i for i in items if node in {head, *self.ranks_on(head, i["argv"])}]
+            load[node] = min(workers, len(touching))
+        self.orders[(head, number)], self.items[(head, number)] = load, items
+        for node in NODES:
+            now = sum(order[node] for order in self.orders.values())
+            self.most[node] = max(self.most[node], now)
+        return number
+
+    def answer(self, head: str, number: int) -> dict:
+        self.orders.pop((head, number), None)
+        results = [
+            {"id": item["id"], "rc": 0, "hung": False, "seconds": 0.5}
+            | {"output": report_line(self.ranks_on(head, item["argv"]))}
+            for item in self.items[(head, number)]
+        ]
+        return {"kind": "launched", "id": number, "results": results}
+
+
+def scheduled(version_text: str) -> tuple[Probes, LaunchProof]:
+    def with_version(facts):
+        for node in facts.values():
+            node["versions"]["mpi"]["version_text"] = version_text
+
+    g = gathered(tweak=with_version)
+    probes = Probes(g)
+    return probes, Prover(g, lambda message: None).run()
+
+
+def test_open_mpi_4_runs_one_launch_at_a_time_on_each_node():
+    """ORTE keeps every launch's session directory under one /tmp/ompi.HOST.UID, which a
+    launch that ends removes while another creates its own there: the cluster test saw
+    "A call to mkdir was unable to create the desired directory" fail node1 alone
+    (and with it, node2's mpi4py blamed on node3). One launch per node at a time, as
+    before the launches ran at once: the verdicts are those of one round after another."""
+    probes, proof = scheduled(OPEN_MPI_4)
+    assert probes.most == dict.fromkeys(NODES, 1)
+    assert proof.all is not None and proof.all.ok and proof.shared is not None
+    assert proof.shared.ok and all(proof.alone_ok(node) for node in NODES)
+    assert len(probes.items) == 3 + 2  # one order per node alone, then all, then shared
+
+
+def test_open_mpi_5_keeps_the_launches_at_once():
+    """Its PRRTE gives each launch a session directory of its own: the 1 and 2 ranks alone
+    at once, `all` and `shared` started beside them and kept (no launch run twice)."""
+    probes, proof = scheduled(OPEN_MPI_5)
+    assert probes.most == {"node1": 4, "node2": 4, "node3": 3}
+    assert proof.all is not None and proof.all.ok and proof.shared is not None
+    assert proof.shared.ok and len(probes.items) == 3 + 2
+
+
+def test_launches_share_a_node_only_where_every_node_s_open_mpi_allows_it():
+    def node(text):
+        return {"versions": {"mpi": {"version_text": text}}}
+
+    assert side_by_side([node(OPEN_MPI_5), node(OPEN_MPI_5)])
+    assert not side_by_side([node(OPEN_MPI_5), node(OPEN_MPI_4)])  # one 4.x node: none
+    assert not side_by_side([node(OPEN_MPI_5), node(MPICH), node(None)])
+    assert not side_by_side([node(OPEN_MPI_5), {}])  # a version not read: not assumed
+    assert not side_by_side([])

@@ -17,6 +17,10 @@ def test_open_mpi_series_and_version():
         assert found.is_open_mpi and found.version == version and found.major == major
         assert found.name == f"Open MPI {version}"
     assert mpi_version.parse(PRRTE).major == 5
+    assert mpi_version.parse(OPEN_MPI_4).numbers == (4, 1, 4) < (5, 0, 3)
+    assert mpi_version.parse(OPEN_MPI_5).numbers == (5, 0, 7)
+    assert mpi_version.parse(INTEL).numbers == (2021, 10)
+    assert mpi_version.parse("HYDRA\n").numbers == ()  # the version is "?"
 
 
 def test_other_mpis_are_named_and_not_open_mpi():

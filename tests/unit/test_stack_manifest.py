@@ -63,6 +63,19 @@ def test_an_intact_tree_verifies_and_hashes_only_what_a_launch_loads(tree):
     assert found(tree) == []
 
 
+def test_the_walk_lists_files_and_links_each_relative_to_its_folder(tree):
+    """Every file and link (a link to a folder too, not followed) with its own lstat,
+    sorted, without __pycache__ and the build's records: what the manifest lists."""
+    (tree / "share/openmpi/current").symlink_to(tree / "lib")
+    listed = manifest.walk(str(tree) + "/")
+    names = [relative for relative, _ in listed]
+    assert names == sorted(names)
+    assert "share/openmpi/current" in names and "share/openmpi/current/libmpi.so.40" not in names
+    assert not any("__pycache__" in name or name == "FINGERPRINT.json" for name in names)
+    for relative, info in listed:
+        assert info == os.lstat(tree / relative), relative
+
+
 def test_each_kind_of_damage_is_named_with_what_changed(tree):
     with (tree / "lib/libmpi.so.40.40.7").open("r+b") as handle:
         handle.truncate(100)

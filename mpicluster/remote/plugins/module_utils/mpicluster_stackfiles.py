@@ -67,23 +67,49 @@ def walk(root):
     found = []
     root = root.rstrip("/") or "/"
     skip = len(root) + (0 if root == "/" else 1)
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+    folders = [root]
+    while folders:
+        folder = folders.pop()
         # the path below root by slicing: os.path.relpath took 0.34 s of up's 0.6 s
         # probe on a stack of 21,000 files
         below = folder[skip:]
-        for name in sorted(files) + links:
-            full = os.path.join(folder, name)
-            relative = below + "/" + name if below else name
-            if relative in NOT_LISTED or name == CLUSTER_PACKAGES_PTH:
-                continue
-            try:
-                found.append((relative, os.lstat(full)))
-            except OSError:
-                continue  # gone since the listing
+        try:
+            # each file's lstat relative to its open folder: one name looked up, not the
+            # whole path (on a container's overlayfs that halves the walk's CPU)
+            handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            _walk_folder(handle, folder, below, folders, found)
+        finally:
+            os.close(handle)
     found.sort()
     return found
+
+
+def _walk_folder(handle, folder, below, folders, found):
+    """One folder's files and links into found, its folders onto folders."""
+    try:
+        entries = list(os.scandir(handle))
+    except OSError:
+        return
+    for item in entries:
+        name = item.name
+        try:
+            is_folder = item.is_dir(follow_symlinks=False)  # a link to a folder is listed
+        except OSError:
+            continue
+        if is_folder:
+            if name not in SKIP_DIRS:
+                folders.append(folder + "/" + name)
+            continue
+        relative = below + "/" + name if below else name
+        if relative in NOT_LISTED or name == CLUSTER_PACKAGES_PTH:
+            continue
+        try:
+            found.append((relative, os.lstat(name, dir_fd=handle)))
+        except OSError:
+            continue  # gone since the listing
 
 
 def entry(root, relative, info):
