@@ -131,6 +131,10 @@ class Gathered:
     tcp_not_run: set[tuple[str, str]] = field(default_factory=set)
     clocks: dict[str, Clock] = field(default_factory=dict)
     exchange_errors: dict[str, str] = field(default_factory=dict)
+    #: The nodes the ports check blames ({node: "in" | "out" | "both"}) once the first
+    #: pairs are in; None before. The proof by launch, running meanwhile, cuts short a
+    #: launch across nodes that includes one (it would hang to its timeout).
+    ports_blamed: dict[str, str] | None = None
     launch: LaunchProof | None = None
     #: Each of the inventory's users' own launch (the users check); empty: none ran.
     users_launched: dict[str, Launch] = field(default_factory=dict)
@@ -334,6 +338,7 @@ def _finish_pairs(
     deadline = time.monotonic() + budget + 15
     for source, number in pending.items():
         _record_pairs(found, source, number, deadline)
+    found.ports_blamed = ports_blame(found)
 
     # A pair that failed on its own (no pattern blames one node) on the network level
     # gets a second try, now that every node is done: a lossy moment, or a node busy
@@ -434,6 +439,17 @@ def _record(pairs: dict, key: tuple[str, str], item: dict) -> None:
     if first is not None:
         item = {**item, "attempts": 2, "first": first}
     pairs[key] = item
+
+
+def ports_blame(found: Gathered) -> dict[str, str]:
+    """The nodes the ports check blames for the TCP pairs in so far (nodes.pairs'
+    pattern); none where every pair failed (nothing then tells the nodes apart)."""
+    tried = sorted(found.tcp_pairs)
+    failures = {pair for pair, item in found.tcp_pairs.items() if not item["ok"]}
+    if not failures or len(failures) == len(tried):
+        return {}
+    blamed, _ = pair_plan.attribute(tried, failures)
+    return blamed
 
 
 def retry_plan(found: Gathered) -> dict[str, tuple[list[str], set[str]]]:
