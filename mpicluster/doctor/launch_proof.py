@@ -429,7 +429,8 @@ class Prover:
         at_once = side_by_side([self.found.facts(name) or {} for name in ready])
         alone = self._send({name: proof.alone[name] for name in ready}, workers=2 if at_once else 1)
         early = self._start_early(ready) if at_once else {}
-        self._receive(alone)
+        for order in alone:  # a node the ports check blames may hang even alone
+            self._receive_or_cut(order, early.values())
         healthy = [name for name in ready if proof.alone_ok(name)]
         if len(healthy) < 2:
             self._stop(early.values())
@@ -504,12 +505,13 @@ class Prover:
         return f"the ports check found {said}, where MPI's launch only hangs to its timeout"
 
     def _receive_or_cut(self, order: Order, others: Iterable[Order] = ()) -> None:
-        """A one-launch order received as `_receive` does, but stopped once the ports
-        check blames one of its nodes and it has run `cut_after` seconds (with `others`,
-        early launches that include such a node): see CUT_SECONDS."""
-        session, launch = self.found.sessions[order.node], order.launches[0]
+        """An order received as `_receive` does, but stopped once the ports check blames
+        one of its nodes and it has run `cut_after` seconds (with `others`, the early
+        launches that include such a node): see CUT_SECONDS. Its launches that had not
+        ended are cut short (or not run, where they had not started)."""
+        session = self.found.sessions[order.node]
         while time.monotonic() < order.deadline:
-            blamed = self.blamed_in(launch)
+            blamed = sorted({n for launch in order.launches for n in self.blamed_in(launch)})
             cut_at = order.started + self.cut_after() if blamed else None
             until = min(order.deadline, cut_at or time.monotonic() + POLL)
             if session.answered("launched", until, order.number):
@@ -519,8 +521,10 @@ class Prover:
                 for stopped in doomed:
                     self.found.sessions[stopped.node].cancel(stopped.number)
                 self._receive([order])
-                if not launch.ok:  # it may have ended just as it was stopped
-                    launch.hung, launch.cut = True, self.cut_reason(blamed)
+                for launch in order.launches:
+                    if not launch.ok:  # not one that ended just as it was stopped
+                        launch.hung, launch.error = True, ""
+                        launch.cut = self.cut_reason(blamed)
                 return
         self._receive([order])
 

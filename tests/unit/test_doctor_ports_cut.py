@@ -22,8 +22,9 @@ class Firewalled(Probes):
     """node2 drops its high ports: a launch across nodes with ranks on it answers only
     once cancelled (mpirun stopped: rc -15, no output)."""
 
-    def __init__(self, g):
+    def __init__(self, g, alone_too: bool = False):
         super().__init__(g)
+        self.alone_too = alone_too  # its rule drops loopback too: even alone it hangs
         self.cancelled: set[tuple[str, int]] = set()
         for name, session in g.sessions.items():
             session.answered = lambda kind, deadline, number, name=name: self.answered(
@@ -34,7 +35,7 @@ class Firewalled(Probes):
     def hangs(self, head: str, number: int) -> bool:
         for item in self.items[(head, number)]:
             ranks = set(self.ranks_on(head, item["argv"]))
-            if "node2" in ranks and len(ranks) > 1:
+            if "node2" in ranks and (len(ranks) > 1 or self.alone_too):
                 return True
         return False
 
@@ -137,3 +138,22 @@ def test_the_blame_is_the_ports_check_s_and_none_where_every_pair_failed():
     assert ports_blame(gathered(tcp_pairs=healthy)) == {}
     everything = {pair: {**item, "ok": False} for pair, item in healthy.items()}
     assert ports_blame(gathered(tcp_pairs=everything)) == {}
+
+
+def test_a_blamed_node_that_hangs_even_alone_is_cut_short_and_left_out_of_the_rest():
+    """A rule that drops the node's loopback high ports too (PRRTE's local daemon and
+    ranks talk over TCP): its launches alone hang as well. They are cut short, the
+    launches across nodes run without it, and the judge names it."""
+    g = gathered(tweak=with_open_mpi_5, tcp_pairs=blocked_into("node2"))
+    probes = Firewalled(g, alone_too=True)
+    g.ports_blamed = {"node2": "both"}
+    started = time.monotonic()
+    proof = Prover(g, lambda message: None).run()
+    assert time.monotonic() - started < 3.0
+    assert [x.cut != "" for x in proof.alone["node2"]] == [True, True]
+    assert "into and out of node2" in proof.alone["node2"][0].problem
+    assert proof.alone_ok("node1") and proof.alone_ok("node3")
+    assert proof.all is not None and proof.all.ok and proof.all.hosts == ["node1", "node3"]
+    assert ("node2", 1) not in probes.orders  # nothing of node2's left waiting
+    (result,) = failures(judge(proof, tcp_pairs=blocked_into("node2")))
+    assert result.node == "node2" and "the ports check saw:" in result.evidence
