@@ -336,9 +336,7 @@ def _finish_pairs(
     found: Gathered, messages: dict[str, dict], pending: dict[str, int], budget: float
 ) -> None:
     deadline = time.monotonic() + budget + 15
-    for source, number in pending.items():
-        _record_pairs(found, source, number, deadline)
-    found.ports_blamed = ports_blame(found)
+    _record_as_they_come(found, pending, deadline)
 
     # A pair that failed on its own (no pattern blames one node) on the network level
     # gets a second try, now that every node is done: a lossy moment, or a node busy
@@ -439,6 +437,29 @@ def _record(pairs: dict, key: tuple[str, str], item: dict) -> None:
     if first is not None:
         item = {**item, "attempts": 2, "first": first}
     pairs[key] = item
+
+
+#: How long a look at one node's pairs waits while others' may be in already.
+PAIRS_LOOK = 0.05
+
+
+def _record_as_they_come(found: Gathered, pending: dict[str, int], deadline: float) -> None:
+    """Each node's first pair results as they arrive (a node still waiting on a silent
+    peer holds no other up), and the ports check's blame after each: the proof by
+    launch, running meanwhile, stops what would only hang on a blamed node."""
+    left = dict(pending)
+    while left:
+        for source, number in list(left.items()):
+            now = time.monotonic()
+            session = found.sessions[source]
+            if (
+                source in found.exchange_errors
+                or now >= deadline
+                or session.answered("pairs", min(deadline, now + PAIRS_LOOK), number)
+            ):
+                _record_pairs(found, source, number, deadline)
+                del left[source]
+                found.ports_blamed = ports_blame(found)
 
 
 def ports_blame(found: Gathered) -> dict[str, str]:
