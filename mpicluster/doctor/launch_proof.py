@@ -59,6 +59,16 @@ PAIR_WORKERS = 8
 #: 8 at once on the 2-core local cluster's host took 5-8.6 s each (0.8 s alone) and
 #: some ran past their timeout.
 USER_WORKERS = 4
+#: A launch across nodes that includes a node the ports check blames is stopped after
+#: this long, or three times the slowest launch alone, where it has not ended: it would
+#: only hang to its timeout (20 s and more), and the node is named from what the ports
+#: check saw. A launch that works in spite of the ports check (MPI's ports in a range the
+#: firewall lets through) ends well within it.
+CUT_SECONDS = 4.0
+#: How often a wait for such a launch looks whether the ports check has blamed a node.
+POLL = 0.25
+#: The ports check's blame, in words.
+DIRECTIONS = {"in": "into", "out": "out of", "both": "into and out of"}
 #: The ranks end themselves this long after their launch's timeout (no leftovers).
 RANK_GRACE = 5
 MARK = "MPICLUSTER-LAUNCH "
@@ -97,6 +107,8 @@ class Launch:
     first: Launch | None = None  # the failed first try this launch repeated
     hostnames: dict[str, str] = field(default_factory=dict)  # hostname -> node name
     user: str = ""  # a user's own launch (as_user): her login into the head runs argv
+    #: Why it was cut short (or not run): the ports check blames one of its nodes.
+    cut: str = ""
 
     @property
     def command(self) -> str:
@@ -157,6 +169,10 @@ class Launch:
         """What went wrong, in a few words ("" when the launch proved what it should)."""
         if self.error:
             return f"doctor lost the probe on {self.head}: {self.error}"
+        if self.cut:
+            if not self.seconds:
+                return f"not run: {self.cut}"
+            return f"no result in {self.seconds:.1f} s, then stopped: {self.cut}"
         if self.hung:
             return f"hung: no result in {self.timeout:.0f} s"
         if self.rc is None:
@@ -197,6 +213,7 @@ class Launch:
             "ran_on": self.ran_on,
             "output_tail": "\n".join(self.output.strip().splitlines()[-12:]),
             "first_try": self.first.to_dict() if self.first else None,
+            **({"cut_short": self.cut} if self.cut else {}),
             **({"user": self.user} if self.user else {}),
         }
 
@@ -245,6 +262,7 @@ class Order:
     number: int
     launches: list[Launch]
     deadline: float  # time.monotonic() past which no answer is waited for
+    started: float = 0.0  # time.monotonic() when it was sent
 
 
 def mpirun_of(facts: dict) -> tuple[str | None, str]:
@@ -411,7 +429,8 @@ class Prover:
         at_once = side_by_side([self.found.facts(name) or {} for name in ready])
         alone = self._send({name: proof.alone[name] for name in ready}, workers=2 if at_once else 1)
         early = self._start_early(ready) if at_once else {}
-        self._receive(alone)
+        for order in alone:  # a node the ports check blames may hang even alone
+            self._receive_or_cut(order, early.values())
         healthy = [name for name in ready if proof.alone_ok(name)]
         if len(healthy) < 2:
             self._stop(early.values())
@@ -459,13 +478,55 @@ class Prover:
         the early one is stopped and `wanted` runs now."""
         order = early.pop(kind, None)
         if order is not None and same_launch(wanted, order.launches[0]):
-            self._receive([order])
+            self._receive_or_cut(order, early.values())
             _copy_result(order.launches[0], wanted)
             return
         if order is not None:
             self._stop([order])
         self._say(wanted)
-        self._round({wanted.head: [wanted]}, workers=1)
+        for sent in self._send({wanted.head: [wanted]}, workers=1):
+            self._receive_or_cut(sent, early.values())
+
+    def cut_after(self) -> float:
+        """Seconds a launch across nodes that the ports check has a node of runs."""
+        alone = [x.seconds for launches in self.proof.alone.values() for x in launches]
+        return max(CUT_SECONDS, 3 * max(alone, default=0.0))
+
+    def blamed_in(self, launch: Launch) -> list[str]:
+        """The nodes of `launch` that the ports check blames, as far as it has said."""
+        blamed = getattr(self.found, "ports_blamed", None) or {}
+        return [host for host in launch.hosts if host in blamed]
+
+    def cut_reason(self, nodes: list[str]) -> str:
+        blamed = getattr(self.found, "ports_blamed", None) or {}
+        said = "; ".join(
+            f"TCP to high ports fails {DIRECTIONS.get(blamed.get(n, ''), 'at')} {n}" for n in nodes
+        )
+        return f"the ports check found {said}, where MPI's launch only hangs to its timeout"
+
+    def _receive_or_cut(self, order: Order, others: Iterable[Order] = ()) -> None:
+        """An order received as `_receive` does, but stopped once the ports check blames
+        one of its nodes and it has run `cut_after` seconds (with `others`, the early
+        launches that include such a node): see CUT_SECONDS. Its launches that had not
+        ended are cut short (or not run, where they had not started)."""
+        session = self.found.sessions[order.node]
+        while time.monotonic() < order.deadline:
+            blamed = sorted({n for launch in order.launches for n in self.blamed_in(launch)})
+            cut_at = order.started + self.cut_after() if blamed else None
+            until = min(order.deadline, cut_at or time.monotonic() + POLL)
+            if session.answered("launched", until, order.number):
+                break
+            if cut_at is not None and time.monotonic() >= cut_at:
+                doomed = [order, *(o for o in others if self.blamed_in(o.launches[0]))]
+                for stopped in doomed:
+                    self.found.sessions[stopped.node].cancel(stopped.number)
+                self._receive([order])
+                for launch in order.launches:
+                    if not launch.ok:  # not one that ended just as it was stopped
+                        launch.hung, launch.error = True, ""
+                        launch.cut = self.cut_reason(blamed)
+                return
+        self._receive([order])
 
     def _say(self, launch: Launch) -> None:
         """The progress line of a launch across nodes, as it starts."""
@@ -503,8 +564,15 @@ class Prover:
         second try once the round is over (a pair must not be blamed for what the
         round's other failing launches left behind); the second try is the result."""
         launches = [self.launch(head, [head, o], 2, PAIR_TIMEOUT, "pair") for o in others]
-        self._round({head: launches}, workers=PAIR_WORKERS)
-        again = [x for x in launches if not x.ok and not x.no_mpi4py and not x.error]
+        cut = self.proof.all is not None and bool(self.proof.all.cut)
+        for launch in launches:  # after `all` was cut short: no pair with a blamed node
+            blamed = self.blamed_in(launch) if cut else []
+            if blamed:
+                launch.hung, launch.cut = True, self.cut_reason(blamed)
+        running = [x for x in launches if not x.cut]
+        if running:
+            self._round({head: running}, workers=PAIR_WORKERS)
+        again = [x for x in running if not x.ok and not x.no_mpi4py and not x.error]
         if again:
             retries = [self.launch(head, x.hosts, 2, PAIR_TIMEOUT, "pair") for x in again]
             self._round({head: retries}, workers=PAIR_WORKERS)
@@ -542,7 +610,8 @@ class Prover:
                 for launch in launches:
                     launch.error = str(exc)
                 continue
-            sent.append(Order(name, number, launches, time.monotonic() + seconds + 15))
+            now = time.monotonic()
+            sent.append(Order(name, number, launches, now + seconds + 15, now))
         return sent
 
     def _receive(self, orders: list[Order]) -> None:
@@ -578,7 +647,7 @@ class Prover:
 
 def _copy_result(source: Launch, target: Launch) -> None:
     target.rc, target.hung, target.seconds = source.rc, source.hung, source.seconds
-    target.output, target.error = source.output, source.error
+    target.output, target.error, target.cut = source.output, source.error, source.cut
 
 
 def prove(found: Any, progress: Progress) -> LaunchProof:

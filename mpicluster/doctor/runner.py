@@ -131,6 +131,10 @@ class Gathered:
     tcp_not_run: set[tuple[str, str]] = field(default_factory=set)
     clocks: dict[str, Clock] = field(default_factory=dict)
     exchange_errors: dict[str, str] = field(default_factory=dict)
+    #: The nodes the ports check blames ({node: "in" | "out" | "both"}) once the first
+    #: pairs are in; None before. The proof by launch, running meanwhile, cuts short a
+    #: launch across nodes that includes one (it would hang to its timeout).
+    ports_blamed: dict[str, str] | None = None
     launch: LaunchProof | None = None
     #: Each of the inventory's users' own launch (the users check); empty: none ran.
     users_launched: dict[str, Launch] = field(default_factory=dict)
@@ -332,8 +336,7 @@ def _finish_pairs(
     found: Gathered, messages: dict[str, dict], pending: dict[str, int], budget: float
 ) -> None:
     deadline = time.monotonic() + budget + 15
-    for source, number in pending.items():
-        _record_pairs(found, source, number, deadline)
+    _record_as_they_come(found, pending, deadline)
 
     # A pair that failed on its own (no pattern blames one node) on the network level
     # gets a second try, now that every node is done: a lossy moment, or a node busy
@@ -434,6 +437,40 @@ def _record(pairs: dict, key: tuple[str, str], item: dict) -> None:
     if first is not None:
         item = {**item, "attempts": 2, "first": first}
     pairs[key] = item
+
+
+#: How long a look at one node's pairs waits while others' may be in already.
+PAIRS_LOOK = 0.05
+
+
+def _record_as_they_come(found: Gathered, pending: dict[str, int], deadline: float) -> None:
+    """Each node's first pair results as they arrive (a node still waiting on a silent
+    peer holds no other up), and the ports check's blame after each: the proof by
+    launch, running meanwhile, stops what would only hang on a blamed node."""
+    left = dict(pending)
+    while left:
+        for source, number in list(left.items()):
+            now = time.monotonic()
+            session = found.sessions[source]
+            if (
+                source in found.exchange_errors
+                or now >= deadline
+                or session.answered("pairs", min(deadline, now + PAIRS_LOOK), number)
+            ):
+                _record_pairs(found, source, number, deadline)
+                del left[source]
+                found.ports_blamed = ports_blame(found)
+
+
+def ports_blame(found: Gathered) -> dict[str, str]:
+    """The nodes the ports check blames for the TCP pairs in so far (nodes.pairs'
+    pattern); none where every pair failed (nothing then tells the nodes apart)."""
+    tried = sorted(found.tcp_pairs)
+    failures = {pair for pair, item in found.tcp_pairs.items() if not item["ok"]}
+    if not failures or len(failures) == len(tried):
+        return {}
+    blamed, _ = pair_plan.attribute(tried, failures)
+    return blamed
 
 
 def retry_plan(found: Gathered) -> dict[str, tuple[list[str], set[str]]]:

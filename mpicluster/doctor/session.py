@@ -172,9 +172,7 @@ class NodeSession:
         if self.channel is None:
             raise ProbeError("the probe is not running")
         with self._arrived:
-            if self._reader is None:  # the first wait starts the reader thread
-                self._reader = threading.Thread(target=self._read, daemon=True)
-                self._reader.start()
+            self._start_reader()
             while True:
                 for entry in self._inbox:
                     message = entry[0]
@@ -187,6 +185,30 @@ class NodeSession:
                 if remaining <= 0:
                     raise ProbeError("the probe did not answer in time")
                 self._arrived.wait(remaining)
+
+    def answered(self, kind: str, deadline: float, number: int | None = None) -> bool:
+        """Whether what `answer` would return has come by `deadline` (monotonic): it stays
+        for `answer`. True once the conversation ended too (`answer` then says why)."""
+        if self.channel is None:
+            return True
+        with self._arrived:
+            self._start_reader()
+            while True:
+                if self._ended is not None or any(
+                    message.get("kind") == kind and message.get("id") == number
+                    for message, _ in self._inbox
+                ):
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._arrived.wait(remaining)
+
+    def _start_reader(self) -> None:
+        """The first wait starts the reader thread (called with `_arrived` held)."""
+        if self._reader is None:
+            self._reader = threading.Thread(target=self._read, daemon=True)
+            self._reader.start()
 
     def _read(self) -> None:
         """The reader thread: every message into the inbox, until the conversation ends."""

@@ -32,6 +32,9 @@ import threading
 import time
 
 GRACE = 3.0
+#: The same for a launch control cancels (no longer needed, or cut short where a node
+#: drops MPI's ports): its daemons on the other nodes are ended by end_daemons anyway.
+CANCEL_GRACE = 1.0
 #: How long ending a stopped launch's daemons on the other nodes may take.
 CLEANUP = 8.0
 #: The end of a launch's output that comes back (its errors are at the end).
@@ -55,7 +58,7 @@ def session_of(leader):
     return found
 
 
-def stop(child):
+def stop(child, grace=GRACE):
     """SIGTERM to mpirun alone (it needs its ssh children to end its daemons and ranks
     on the other nodes), then SIGKILL to its whole group. Its session's pids are kept on
     `child` (`stopped`) for ending its daemons on the other nodes (end_daemons)."""
@@ -63,7 +66,7 @@ def stop(child):
         child.stopped = session_of(child.pid) or [child.pid]
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         child.terminate()
-        child.wait(GRACE)
+        child.wait(grace)
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(GRACE)
@@ -81,10 +84,10 @@ def daemons_pattern(pids, hostname):
 
 def kill_line(pattern):
     """The shell line that ends this user's processes matching `pattern`: SIGTERM (a
-    prted ends its ranks), then SIGKILL a second later where one was found."""
+    prted ends its ranks), then SIGKILL half a second later where one was found."""
     quoted = "'" + pattern + "'"
     kill = 'pkill -%s -u "$(id -u)" -f ' + quoted
-    return "%s && { sleep 1; %s; }; exit 0" % (kill % "TERM", kill % "KILL")
+    return "%s && { sleep 0.5; %s; }; exit 0" % (kill % "TERM", kill % "KILL")
 
 
 def end_daemons(hosts, pids, hostname=None, ssh=("ssh",)):
@@ -170,7 +173,7 @@ class Launches:
             self.cancelled.add(order)
             children = list(self.running.get(order, []))
         for child in children:
-            stop(child)
+            stop(child, CANCEL_GRACE)
 
     def stop_all(self):
         with self.lock:
