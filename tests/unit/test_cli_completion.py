@@ -52,8 +52,9 @@ def test_the_script_registers_a_function_for_mpicluster(on_path):
         text=True,
         env=on_path,
         timeout=60,
-        check=True,
     )
+    # its stderr in the message: one full run saw exit 1 here, and never again
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert "complete -o default -F _mpicluster_completion mpicluster" in done.stdout
     assert "_MPICLUSTER_COMPLETE=complete_bash" in done.stdout
 
