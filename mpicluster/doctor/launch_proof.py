@@ -494,11 +494,11 @@ class Prover:
 
     def blamed_in(self, launch: Launch) -> list[str]:
         """The nodes of `launch` that the ports check blames, as far as it has said."""
-        blamed = getattr(self.found, "ports_blamed", None) or {}
+        blamed = self.found.ports_blamed or {}
         return [host for host in launch.hosts if host in blamed]
 
     def cut_reason(self, nodes: list[str]) -> str:
-        blamed = getattr(self.found, "ports_blamed", None) or {}
+        blamed = self.found.ports_blamed or {}
         said = "; ".join(
             f"TCP to high ports fails {DIRECTIONS.get(blamed.get(n, ''), 'at')} {n}" for n in nodes
         )

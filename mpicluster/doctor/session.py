@@ -172,19 +172,13 @@ class NodeSession:
         if self.channel is None:
             raise ProbeError("the probe is not running")
         with self._arrived:
-            self._start_reader()
-            while True:
-                for entry in self._inbox:
-                    message = entry[0]
-                    if message.get("kind") == kind and message.get("id") == number:
-                        self._inbox.remove(entry)
-                        return entry
-                if self._ended is not None:
-                    raise ProbeError(self._ended)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise ProbeError("the probe did not answer in time")
-                self._arrived.wait(remaining)
+            entry = self._wait_for(kind, deadline, number)
+            if entry is not None:
+                self._inbox.remove(entry)
+                return entry
+            if self._ended is not None:
+                raise ProbeError(self._ended)
+            raise ProbeError("the probe did not answer in time")
 
     def answered(self, kind: str, deadline: float, number: int | None = None) -> bool:
         """Whether what `answer` would return has come by `deadline` (monotonic): it stays
@@ -192,23 +186,23 @@ class NodeSession:
         if self.channel is None:
             return True
         with self._arrived:
-            self._start_reader()
-            while True:
-                if self._ended is not None or any(
-                    message.get("kind") == kind and message.get("id") == number
-                    for message, _ in self._inbox
-                ):
-                    return True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._arrived.wait(remaining)
+            return self._wait_for(kind, deadline, number) is not None or self._ended is not None
 
-    def _start_reader(self) -> None:
-        """The first wait starts the reader thread (called with `_arrived` held)."""
+    def _wait_for(self, kind: str, deadline: float, number: int | None) -> tuple | None:
+        """The inbox's entry of `kind` for `number`, left in it; None once the deadline
+        passed or the conversation ended without it (called with `_arrived` held; the
+        first wait starts the reader thread)."""
         if self._reader is None:
             self._reader = threading.Thread(target=self._read, daemon=True)
             self._reader.start()
+        while True:
+            for entry in self._inbox:
+                if entry[0].get("kind") == kind and entry[0].get("id") == number:
+                    return entry
+            remaining = deadline - time.monotonic()
+            if self._ended is not None or remaining <= 0:
+                return None
+            self._arrived.wait(remaining)
 
     def _read(self) -> None:
         """The reader thread: every message into the inbox, until the conversation ends."""
