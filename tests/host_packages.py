@@ -28,8 +28,10 @@ TEST_PACKAGES = {
     "gcc": "/usr/bin/gcc",
     "libopenmpi-dev": "/usr/bin/mpicc",
     "openmpi-bin": "/usr/bin/mpirun",
-    # mpicluster's Horovod patch applied to the pinned sdist (test_patches)
+    # mpicluster's Horovod patches applied to the pinned sdist, and CMake running the
+    # lines one of them adds (test_patches)
     "patch": "/usr/bin/patch",
+    "cmake": "/usr/bin/cmake",
     # UCX's configure made on this machine (sources.autogen: control; test_autogen)
     "autoconf": "/usr/bin/autoconf",
     "automake": "/usr/bin/automake",
